@@ -1,0 +1,42 @@
+#pragma once
+// Exact rotation phases. A frequency θ (radians per position) is held as a 64-bit fixed-point
+// fraction of a turn, f = round(θ / 2π · 2^64). The phase of position m is then m·f mod 2^64: one
+// integer multiply, exact for every int64 position, so the angle error does not grow with m.
+// The only rounding left is in f itself (< 2^-64 turn per position; docs/precision.md).
+#include <cstdint>
+
+#include "grape/config.hpp"
+
+namespace grape::math {
+
+using phase_t = std::uint64_t;  // an angle as a fraction of a turn, scaled by 2^64
+
+/// Phase of an integer position for a frequency held as a turn fraction (wraps modulo one turn).
+GRAPE_HOST_DEVICE constexpr phase_t phase_at(std::int64_t position, phase_t turn_fraction) {
+  return static_cast<phase_t>(position) * turn_fraction;
+}
+
+/// The phase as radians in [-π, π), in double (for references and host-side tables).
+GRAPE_HOST_DEVICE inline double phase_to_radians(phase_t phase) {
+  constexpr double radians_per_unit = 6.283185307179586476925286766559 / 18446744073709551616.0;
+  return static_cast<double>(static_cast<std::int64_t>(phase)) * radians_per_unit;
+}
+
+}  // namespace grape::math
+
+namespace grape::math {
+
+/// Host only: a frequency in radians per position as a turn fraction. Uses long double (64-bit
+/// significand on x86) so that the only error is the final rounding to 2^-64 turn.
+inline phase_t turn_fraction_of(double radians_per_position) {
+  const long double two_pi = 6.283185307179586476925286766559L;
+  long double turns = static_cast<long double>(radians_per_position) / two_pi;
+  turns -= static_cast<long double>(static_cast<std::int64_t>(turns));  // keep the fraction
+  if (turns < 0) turns += 1.0L;
+  const long double scaled = turns * 18446744073709551616.0L;  // 2^64
+  // Round to nearest; values at or past 2^64 (turns rounded up to 1) wrap to 0, the same angle.
+  const long double rounded = scaled + 0.5L;
+  return rounded >= 18446744073709551616.0L ? phase_t{0} : static_cast<phase_t>(rounded);
+}
+
+}  // namespace grape::math

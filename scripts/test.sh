@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build, run every test (ctest), then the same
+# tests under AddressSanitizer + UndefinedBehaviorSanitizer in a second build.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/setup.sh"
+jobs=${GRAPE_JOBS:-$(nproc)}
+
+GRAPE_BUILD_DIR="$root/build" bash "$root/scripts/build.sh"
+ctest --test-dir "$root/build" -j "$jobs" --output-on-failure
+
+if [ "${GRAPE_SKIP_SANITIZE:-0}" != 1 ]; then
+  echo "grape: tests again under ASan + UBSan"
+  GRAPE_BUILD_DIR="$root/build-sanitize" bash "$root/scripts/build.sh" -DGRAPE_SANITIZE=ON \
+    -DGRAPE_BUILD_BENCH=OFF -DGRAPE_ENABLE_CUDA=OFF
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$root/build-sanitize" -j "$jobs" --output-on-failure -LE nosanitize
+fi
