@@ -1,0 +1,53 @@
+#pragma once
+// What grape::check returns: one row per law, claimed or not, with the shrunk counterexample of
+// any law that does not hold.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "grape/check/laws.hpp"
+
+namespace grape {
+
+struct check_options {
+  int trials = 100;         // trials per law (rapidcheck maxSuccess)
+  std::uint64_t seed = 1;   // the same seed gives the same report
+};
+
+struct counterexample {
+  std::string positions;    // e.g. "m=(0) n=(1) t=(1) head=0"
+  double lhs = 0;           // the two sides that should agree (scores, norms, or max |entry|)
+  double rhs = 0;
+  double error = 0;
+  double tolerance = 0;
+  std::string what;         // what lhs and rhs are
+};
+
+enum class law_status { holds, fails };
+
+struct law_result {
+  law which;
+  bool claimed = false;
+  law_status status = law_status::holds;
+  int trials = 0;
+  std::string tolerance;    // the rule, stated
+  std::optional<counterexample> example;
+};
+
+struct check_report {
+  std::string encoding;
+  std::string summary;
+  std::string parameters;   // "random per trial" or the fixed parameters
+  check_options options;
+  std::vector<law_result> laws;
+
+  /// Every claimed law holds.
+  bool passed() const;
+  const law_result* find(law l) const;
+  std::string table() const;
+  nlohmann::json to_json() const;
+};
+
+}  // namespace grape

@@ -1,0 +1,57 @@
+#pragma once
+// encoding<G, R, I>: an encoding is a group of positions, a representation of it, and the point
+// where it enters attention. A built-in or user encoding derives from it and adds:
+//   static constexpr std::string_view name, summary;
+//   static constexpr law_set claims;                  the laws it promises (check/laws.hpp)
+//   struct params { ... };                            run-time parameters (Hana-reflected)
+//   static instance make(const params&);              validates, throws grape::input_error
+//   static params random_params(std::mt19937_64&);    what the checker draws
+//   static constexpr std::int64_t position_limit;     optional: the checker's position range
+#include <cstdint>
+#include <random>
+#include <string_view>
+#include <type_traits>
+
+#include "grape/check/laws.hpp"
+#include "grape/group/concepts.hpp"
+#include "grape/inject/concepts.hpp"
+#include "grape/rep/concepts.hpp"
+
+namespace grape {
+
+template <class G, class R, class I>
+struct encoding {
+  static_assert(Group<G>,
+                "grape: the first argument of encoding<G, R, I> is not a Group: give it element, rank, "
+                "identity(), compose(a, b), inverse(a), coordinates(a), from_coordinates(c) and name()");
+  static_assert(std::is_same_v<R, no_representation> || R::rank == G::rank,
+                "grape: the representation's rank differs from the group's: a representation of "
+                "translation<N> must take N position coordinates (static constexpr int rank = N)");
+  static_assert(std::is_same_v<R, no_representation> || RepresentationOfRank<R, R::rank>,
+                "grape: the second argument of encoding<G, R, I> is not a RepresentationOf<R, G>: give it "
+                "rank, pairing, dim(), apply and apply_key for double and float, and generator(axis)");
+  static_assert(Injection<I>,
+                "grape: the third argument of encoding<G, R, I> is not an Injection: use rotate_qk, "
+                "lift_qk, score_bias, add_embedding or compose");
+
+  using group = G;
+  using representation = R;
+  using injection = I;
+  using instance = typename I::template instance<R>;
+  static constexpr std::int64_t position_limit = std::int64_t{1} << 20;
+};
+
+template <class E>
+concept Encoding = requires(const typename E::params& p, std::mt19937_64& rng) {
+  typename E::group;
+  typename E::representation;
+  typename E::injection;
+  { E::name } -> std::convertible_to<std::string_view>;
+  { E::summary } -> std::convertible_to<std::string_view>;
+  { E::claims } -> std::convertible_to<law_set>;
+  { E::make(p) } -> std::same_as<typename E::instance>;
+  { E::random_params(rng) } -> std::same_as<typename E::params>;
+  { E::position_limit } -> std::convertible_to<std::int64_t>;
+};
+
+}  // namespace grape

@@ -1,0 +1,65 @@
+#pragma once
+// t5_buckets: T5's relative-position buckets (Raffel et al.): a learned table [buckets, heads]
+// indexed by the bucket of n − m (one bucket per offset near 0, logarithmic up to max_distance).
+// Not a GRAPE-A
+// lift (the bias is not linear in the offset) but translation invariant by construction.
+#include <boost/hana/define_struct.hpp>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "grape/check/bias_reference.hpp"
+#include "grape/detail/random.hpp"
+#include "grape/detail/validate.hpp"
+#include "grape/encoding.hpp"
+#include "grape/group/translation.hpp"
+#include "grape/inject/score_bias.hpp"
+#include "grape/math/bias.hpp"
+
+namespace grape {
+
+struct t5_bias {
+  int num_heads = 0;
+  int num_buckets = 0;
+  int max_distance = 0;
+  bool bidirectional = true;
+  std::vector<double> table;  // [num_buckets, num_heads]
+  int heads() const { return num_heads; }
+  double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
+    const int b = math::t5_bucket(n[0] - m[0], bidirectional, num_buckets, max_distance);
+    return table[static_cast<std::size_t>(b) * num_heads + h];
+  }
+};
+
+struct t5_buckets final : encoding<translation<1>, no_representation, score_bias<t5_bias>> {
+  static constexpr std::string_view name = "t5_buckets";
+  static constexpr std::string_view summary = "T5 relative buckets: learned bias per (bucket(n-m), head)";
+  static constexpr law_set claims = law::group | law::score_invariance | law::reference_agreement;
+
+  struct params {
+    BOOST_HANA_DEFINE_STRUCT(params, (int, heads), (int, head_dim), (int, num_buckets),
+                             (int, max_distance), (bool, bidirectional), (std::uint64_t, seed));
+  };
+  static params default_params() { return {8, 64, 32, 128, true, 1}; }
+  static params random_params(std::mt19937_64& rng) {
+    const int buckets = detail::pick(rng, {8, 16, 32});
+    return {detail::pick(rng, {1, 2, 8}), 8, buckets, buckets * detail::pick(rng, {1, 4, 16}), (rng() & 1) != 0, rng()};
+  }
+  static instance make(const params& p) {
+    detail::require_count("heads", p.heads);
+    detail::require_count("head_dim", p.head_dim);
+    detail::require_count("num_buckets", p.num_buckets, p.bidirectional ? 4 : 2);
+    detail::require_count("max_distance", p.max_distance, p.num_buckets);
+    std::mt19937_64 rng(p.seed);
+    return {{p.heads, p.num_buckets, p.max_distance, p.bidirectional,
+             detail::normal_vector(rng, p.num_buckets * p.heads)},
+            p.head_dim};
+  }
+  static double reference_bias(const params& p, int h, std::int64_t m, std::int64_t n) {
+    const auto inst = make(p);
+    const int b = reference::t5_bucket(n - m, p.bidirectional, p.num_buckets, p.max_distance);
+    return inst.bias.table[static_cast<std::size_t>(b) * p.heads + h];
+  }
+};
+
+}  // namespace grape

@@ -1,0 +1,69 @@
+// Rendering a check report as a table and as JSON.
+#include "grape/check/report.hpp"
+
+#include <fmt/format.h>
+
+namespace grape {
+
+bool check_report::passed() const {
+  for (const auto& l : laws)
+    if (l.claimed && l.status == law_status::fails) return false;
+  return true;
+}
+
+const law_result* check_report::find(law which) const {
+  for (const auto& l : laws)
+    if (l.which == which) return &l;
+  return nullptr;
+}
+
+static std::string verdict(const law_result& l) {
+  if (l.status == law_status::holds) return l.claimed ? "holds" : "holds (not claimed)";
+  return l.claimed ? "FAILS" : "does not hold (not claimed)";
+}
+
+std::string check_report::table() const {
+  std::string out = fmt::format("{}: {}\nparameters {}, seed {}, {} trials per law\n", encoding, summary, parameters,
+                                options.seed, options.trials);
+  out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", "law", "claimed", "result", "trials", "tolerance");
+  for (const auto& l : laws)
+    out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", to_string(l.which), l.claimed ? "yes" : "no", verdict(l),
+                       l.trials, l.tolerance);
+  for (const auto& l : laws) {
+    if (!l.example) continue;
+    const auto& e = *l.example;
+    out += fmt::format("  counterexample for {} (shrunk): {}\n    {}: {:.17g} vs {:.17g}, error {:.3g} > tolerance {:.3g}\n",
+                       to_string(l.which), e.positions, e.what, e.lhs, e.rhs, e.error, e.tolerance);
+  }
+  out += passed() ? "result: every claimed law holds\n" : "result: a claimed law FAILS\n";
+  return out;
+}
+
+nlohmann::json check_report::to_json() const {
+  nlohmann::json j;
+  j["encoding"] = encoding;
+  j["summary"] = summary;
+  j["parameters"] = parameters;
+  j["seed"] = options.seed;
+  j["trials"] = options.trials;
+  j["passed"] = passed();
+  j["laws"] = nlohmann::json::array();
+  for (const auto& l : laws) {
+    nlohmann::json r;
+    r["law"] = std::string(to_string(l.which));
+    r["formula"] = std::string(formula(l.which));
+    r["claimed"] = l.claimed;
+    r["holds"] = l.status == law_status::holds;
+    r["trials"] = l.trials;
+    r["tolerance"] = l.tolerance;
+    if (l.example) {
+      const auto& e = *l.example;
+      r["counterexample"] = {{"positions", e.positions}, {"lhs", e.lhs}, {"rhs", e.rhs}, {"error", e.error},
+                             {"tolerance", e.tolerance}, {"what", e.what}};
+    }
+    j["laws"].push_back(r);
+  }
+  return j;
+}
+
+}  // namespace grape
