@@ -14,5 +14,5 @@ if [ "${GRAPE_SKIP_SANITIZE:-0}" != 1 ]; then
   GRAPE_BUILD_DIR="$root/build-sanitize" bash "$root/scripts/build.sh" -DGRAPE_SANITIZE=ON \
     -DGRAPE_BUILD_BENCH=OFF -DGRAPE_ENABLE_CUDA=OFF
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir "$root/build-sanitize" -j "$jobs" --output-on-failure -LE nosanitize
+    ctest --test-dir "$root/build-sanitize" -j "$jobs" --output-on-failure -LE "failtest|nosanitize"
 fi

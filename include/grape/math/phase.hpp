@@ -26,17 +26,25 @@ GRAPE_HOST_DEVICE inline double phase_to_radians(phase_t phase) {
 
 namespace grape::math {
 
-/// Host only: a frequency in radians per position as a turn fraction. Uses long double (64-bit
-/// significand on x86) so that the only error is the final rounding to 2^-64 turn.
+/// Host only: a frequency in radians per position as a turn fraction, rounded to nearest. The
+/// division by 2π runs in quad precision where the compiler has it (GCC/Clang on x86-64: 113-bit
+/// significand, 2π to 106 bits), else in long double; either way the fraction is within one unit
+/// of 2^-64 turn of the exact value for frequencies below 2^10 rad/position.
 inline phase_t turn_fraction_of(double radians_per_position) {
-  const long double two_pi = 6.283185307179586476925286766559L;
-  long double turns = static_cast<long double>(radians_per_position) / two_pi;
-  turns -= static_cast<long double>(static_cast<std::int64_t>(turns));  // keep the fraction
-  if (turns < 0) turns += 1.0L;
-  const long double scaled = turns * 18446744073709551616.0L;  // 2^64
-  // Round to nearest; values at or past 2^64 (turns rounded up to 1) wrap to 0, the same angle.
-  const long double rounded = scaled + 0.5L;
-  return rounded >= 18446744073709551616.0L ? phase_t{0} : static_cast<phase_t>(rounded);
+#if defined(__SIZEOF_FLOAT128__) && !defined(__CUDACC__)
+  using wide = __float128;
+  const wide two_pi = static_cast<wide>(6.283185307179586) + static_cast<wide>(2.4492935982947064e-16);
+#else
+  using wide = long double;
+  const wide two_pi = 6.283185307179586476925286766559L;
+#endif
+  wide turns = static_cast<wide>(radians_per_position) / two_pi;
+  turns -= static_cast<wide>(static_cast<std::int64_t>(turns));  // keep the fraction
+  if (turns < 0) turns += 1;
+  const wide two_64 = static_cast<wide>(18446744073709551616.0L);
+  const wide rounded = turns * two_64 + static_cast<wide>(0.5);
+  // Values at or past 2^64 (turns rounded up to 1) wrap to 0, the same angle.
+  return rounded >= two_64 ? phase_t{0} : static_cast<phase_t>(rounded);
 }
 
 }  // namespace grape::math

@@ -1,0 +1,83 @@
+// grape list and grape check, run as a user would: exit codes, output, one-line errors.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct run_result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+run_result run_grape(const std::string& args) {
+  const std::string err_file = std::string(GRAPE_BINARY_DIR) + "/check_command_test.err";
+  const std::string cmd = std::string(GRAPE_BINARY_DIR) + "/bin/grape " + args + " 2>" + err_file;
+  run_result r{0, "", ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (FILE* e = std::fopen(err_file.c_str(), "r")) {
+    while (std::fgets(buf.data(), buf.size(), e)) r.err += buf.data();
+    std::fclose(e);
+  }
+  return r;
+}
+
+TEST(CheckCommand, ListNamesEveryBuiltinWithItsClaims) {
+  const auto r = run_grape("list --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 15u);
+  bool saw_alibi = false;
+  for (const auto& e : j) {
+    EXPECT_FALSE(e["claims"].empty()) << e.dump();
+    if (e["name"] == "alibi") {
+      saw_alibi = true;
+      EXPECT_NE(e["claims"].dump().find("score_invariance"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(saw_alibi);
+}
+
+TEST(CheckCommand, PassingEncodingExitsZero) {
+  const auto r = run_grape("check rope --trials 30 --seed 3");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("relative"), std::string::npos);
+  EXPECT_NE(r.out.find("every claimed law holds"), std::string::npos);
+}
+
+TEST(CheckCommand, UnclaimedFailuresAreReportedButDoNotFail) {
+  const auto r = run_grape("check sinusoidal --json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  bool score_law_reported = false;
+  for (const auto& law : j["laws"])
+    if (law["law"] == "score_invariance") {
+      score_law_reported = true;
+      EXPECT_FALSE(law["claimed"].get<bool>());
+      EXPECT_FALSE(law["holds"].get<bool>());
+      EXPECT_TRUE(law.contains("counterexample"));
+    }
+  EXPECT_TRUE(score_law_reported);
+}
+
+TEST(CheckCommand, BadInputExitsTwoWithOneLine) {
+  for (const char* args : {"check no_such_encoding", "check rope --trials 0", "check rope --seed banana",
+                           "check", "frobnicate"}) {
+    const auto r = run_grape(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_FALSE(r.err.empty()) << args;
+  }
+  const auto r = run_grape("check no_such_encoding");
+  EXPECT_EQ(r.err, "grape: encoding: unknown name 'no_such_encoding' (grape list names them)\n");
+}
+
+}  // namespace
