@@ -11,7 +11,7 @@ status=0
 for name in $("$grape" list --names); do
   "$grape" check "$name" || status=1
 done
-for config in "$root"/examples/configs/*.json; do
+for config in "$root"/examples/configs/*/config.json; do
   [ -e "$config" ] || continue
   "$grape" inspect "$config" || status=1
 done

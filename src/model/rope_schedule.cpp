@@ -1,0 +1,363 @@
+// Evaluating RoPE schedules (formulas: rope-scaling.md; user guide: docs/models.md).
+// Two precisions: float64 straight from the formulas, or the reference's float32 table evaluated
+// with the reference's operation order (float32 exponent, powf, float32 divisions and blends; the
+// scalar parameters are Python doubles rounded to float32 where the reference mixes them in).
+#include "grape/schedule/rope_schedule.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "grape/detail/error.hpp"
+
+namespace grape {
+
+namespace {
+
+constexpr double two_pi = 2.0 * std::numbers::pi;
+
+// base^(-2i/d) for every plane, in the requested precision.
+std::vector<double> base_table(double base, int d, frequency_precision p) {
+  std::vector<double> t(d / 2);
+  for (int i = 0; i < d / 2; ++i) {
+    if (p == frequency_precision::float64) {
+      t[i] = 1.0 / std::pow(base, (2.0 * i) / d);
+    } else {
+      const float e = static_cast<float>(2 * i) / static_cast<float>(d);
+      t[i] = 1.0f / std::pow(static_cast<float>(base), e);
+    }
+  }
+  return t;
+}
+
+// NTK-aware base change: base · x^(d/(d-2)).
+double ntk_base(double base, double x, int d) {
+  return base * std::pow(x, static_cast<double>(d) / (d - 2));
+}
+
+void check_finite(double v, std::string_view where, std::string_view field) {
+  if (!std::isfinite(v)) throw input_error(fmt::format("{}.{}: must be a finite number", where, field));
+}
+
+void fill_yarn(const rope_schedule& s, frequency_precision p, schedule_table& t) {
+  const int d = s.rotary_dim;
+  const double l_orig = static_cast<double>(s.original_max_position_embeddings);
+  auto correction_dim = [&](double r) {
+    return d * std::log(l_orig / (r * two_pi)) / (2.0 * std::log(s.base));
+  };
+  double low = correction_dim(s.beta_fast);
+  double high = correction_dim(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(d - 1));
+  if (low == high) high += 0.001;
+  t.yarn_low = low;
+  t.yarn_high = high;
+  const int n = d / 2;
+  t.inv_freq.resize(n);
+  t.bands.resize(n);
+  for (int i = 0; i < n; ++i) {
+    double ramp;
+    if (p == frequency_precision::float64) {
+      ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+      const double w = 1.0 - ramp;  // extrapolation weight
+      const double theta = t.base_inv_freq[i];
+      t.inv_freq[i] = (theta / s.factor) * (1.0 - w) + theta * w;
+    } else {
+      const float pos_freq = std::pow(static_cast<float>(s.base),
+                                      static_cast<float>(2 * i) / static_cast<float>(d));
+      const float extrapolation = 1.0f / pos_freq;
+      const float interpolation = 1.0f / (static_cast<float>(s.factor) * pos_freq);
+      const float r = (static_cast<float>(i) - static_cast<float>(low)) /
+                      static_cast<float>(high - low);
+      const float rf = std::clamp(r, 0.0f, 1.0f);
+      const float w = 1.0f - rf;
+      t.inv_freq[i] = interpolation * (1.0f - w) + extrapolation * w;
+      ramp = rf;
+    }
+    t.bands[i] = ramp == 0.0 ? band_kind::kept : ramp == 1.0 ? band_kind::interpolated
+                                                              : band_kind::blended;
+  }
+  if (s.attention_factor) {
+    t.attention_factor = *s.attention_factor;
+  } else if (s.mscale && s.mscale_all_dim) {
+    t.attention_factor =
+        yarn_get_mscale(s.factor, *s.mscale) / yarn_get_mscale(s.factor, *s.mscale_all_dim);
+  } else {
+    t.attention_factor = yarn_get_mscale(s.factor);
+  }
+  t.scaled = true;
+}
+
+void fill_llama3(const rope_schedule& s, frequency_precision p, schedule_table& t) {
+  const double l_orig = static_cast<double>(s.original_max_position_embeddings);
+  const double low_freq_wavelen = l_orig / s.low_freq_factor;
+  const double high_freq_wavelen = l_orig / s.high_freq_factor;
+  const int n = s.rotary_dim / 2;
+  t.inv_freq.resize(n);
+  t.bands.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const double theta = t.base_inv_freq[i];
+    if (p == frequency_precision::float64) {
+      const double wavelen = two_pi / theta;
+      if (wavelen < high_freq_wavelen) {
+        t.inv_freq[i] = theta;
+        t.bands[i] = band_kind::kept;
+      } else if (wavelen > low_freq_wavelen) {
+        t.inv_freq[i] = theta / s.factor;
+        t.bands[i] = band_kind::interpolated;
+      } else {
+        const double sm = (l_orig / wavelen - s.low_freq_factor) /
+                          (s.high_freq_factor - s.low_freq_factor);
+        t.inv_freq[i] = (1.0 - sm) * theta / s.factor + sm * theta;
+        t.bands[i] = band_kind::blended;
+      }
+    } else {
+      const float th = static_cast<float>(theta);
+      const float wavelen = static_cast<float>(two_pi) / th;
+      const float factor = static_cast<float>(s.factor);
+      if (wavelen < static_cast<float>(high_freq_wavelen)) {
+        t.inv_freq[i] = th;
+        t.bands[i] = band_kind::kept;
+      } else if (wavelen > static_cast<float>(low_freq_wavelen)) {
+        t.inv_freq[i] = th / factor;
+        t.bands[i] = band_kind::interpolated;
+      } else {
+        const float sm = (static_cast<float>(l_orig) / wavelen -
+                          static_cast<float>(s.low_freq_factor)) /
+                         static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+        t.inv_freq[i] = (1.0f - sm) * th / factor + sm * th;
+        t.bands[i] = band_kind::blended;
+      }
+    }
+  }
+  t.scaled = true;
+}
+
+void fill_longrope(const rope_schedule& s, std::int64_t seq_len, frequency_precision p,
+                   schedule_table& t) {
+  t.long_factors = seq_len > s.original_max_position_embeddings;
+  const auto& ext = t.long_factors ? s.long_factor : s.short_factor;
+  const int d = s.rotary_dim;
+  const int n = d / 2;
+  t.inv_freq.resize(n);
+  t.bands.resize(n);
+  for (int i = 0; i < n; ++i) {
+    if (p == frequency_precision::float64) {
+      t.inv_freq[i] = 1.0 / (ext[i] * std::pow(s.base, (2.0 * i) / d));
+    } else {
+      const float e = static_cast<float>(2 * i) / static_cast<float>(d);
+      t.inv_freq[i] = 1.0f / (static_cast<float>(ext[i]) * std::pow(static_cast<float>(s.base), e));
+    }
+    t.bands[i] = ext[i] == 1.0 ? band_kind::kept : band_kind::interpolated;
+  }
+  if (s.attention_factor) {
+    t.attention_factor = *s.attention_factor;
+  } else if (s.factor <= 1.0) {
+    t.attention_factor = 1.0;
+  } else {
+    t.attention_factor = std::sqrt(
+        1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_max_position_embeddings)));
+  }
+  t.scaled = true;
+}
+
+// Plane 0 keeps its frequency under a base change, the last plane is divided by the full
+// factor, the planes between are scaled progressively.
+std::vector<band_kind> ntk_bands(int n) {
+  std::vector<band_kind> b(n, band_kind::blended);
+  b.front() = band_kind::kept;
+  if (n > 1) b.back() = band_kind::interpolated;
+  return b;
+}
+
+}  // namespace
+
+double yarn_get_mscale(double scale, double m) {
+  return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+}
+
+void validate(const rope_schedule& s, std::string_view where) {
+  const auto name = to_string(s.type);
+  if (s.rotary_dim <= 0 || s.rotary_dim % 2 != 0)
+    throw input_error(fmt::format("{}: rotary dim must be even and positive (got {})", where,
+                                  s.rotary_dim));
+  if (!std::isfinite(s.base) || s.base <= 1.0)
+    throw input_error(fmt::format("{}: rope_theta must be a finite number > 1 (got {})", where, s.base));
+  check_finite(s.factor, where, "factor");
+  if (s.type != rope_type::default_rope && s.type != rope_type::longrope && s.factor < 1.0)
+    throw input_error(fmt::format("{}.factor: must be >= 1 for {} (got {})", where, name, s.factor));
+  if (s.type == rope_type::longrope && s.factor <= 0.0)
+    throw input_error(fmt::format("{}.factor: must be > 0 for longrope (got {})", where, s.factor));
+  if (s.type == rope_type::ntk && s.rotary_dim <= 2)
+    throw input_error(fmt::format("{}: ntk needs a rotary dim > 2 (got {})", where, s.rotary_dim));
+  if (s.type == rope_type::dynamic) {
+    if (s.rotary_dim <= 2)
+      throw input_error(fmt::format("{}: dynamic needs a rotary dim > 2 (got {})", where, s.rotary_dim));
+    if (s.max_position_embeddings <= 0)
+      throw input_error(fmt::format("{}: dynamic needs max_position_embeddings > 0", where));
+  }
+  const bool needs_orig = s.type == rope_type::yarn || s.type == rope_type::llama3 ||
+                          s.type == rope_type::longrope;
+  if (needs_orig) {
+    if (s.original_max_position_embeddings <= 0)
+      throw input_error(fmt::format("{}.original_max_position_embeddings: must be > 0 for {} (got {})",
+                                    where, name, s.original_max_position_embeddings));
+    if (s.max_position_embeddings > 0 &&
+        s.original_max_position_embeddings > s.max_position_embeddings)
+      throw input_error(fmt::format(
+          "{}.original_max_position_embeddings: must be <= max_position_embeddings ({}) for {} (got {})",
+          where, s.max_position_embeddings, name, s.original_max_position_embeddings));
+  }
+  if (s.type == rope_type::yarn) {
+    check_finite(s.beta_fast, where, "beta_fast");
+    check_finite(s.beta_slow, where, "beta_slow");
+    if (s.beta_fast <= 0.0)
+      throw input_error(fmt::format("{}.beta_fast: must be > 0 (got {})", where, s.beta_fast));
+    if (s.beta_slow <= 0.0)
+      throw input_error(fmt::format("{}.beta_slow: must be > 0 (got {})", where, s.beta_slow));
+    if (s.mscale) check_finite(*s.mscale, where, "mscale");
+    if (s.mscale_all_dim) check_finite(*s.mscale_all_dim, where, "mscale_all_dim");
+    if (s.mscale && s.mscale_all_dim && yarn_get_mscale(s.factor, *s.mscale_all_dim) == 0.0)
+      throw input_error(fmt::format("{}.mscale_all_dim: makes the attention factor divide by zero",
+                                    where));
+  }
+  if ((s.type == rope_type::yarn || s.type == rope_type::longrope) && s.attention_factor) {
+    check_finite(*s.attention_factor, where, "attention_factor");
+    if (*s.attention_factor <= 0.0)
+      throw input_error(fmt::format("{}.attention_factor: must be > 0 (got {})", where,
+                                    *s.attention_factor));
+  }
+  if (s.type == rope_type::llama3) {
+    check_finite(s.low_freq_factor, where, "low_freq_factor");
+    check_finite(s.high_freq_factor, where, "high_freq_factor");
+    if (s.low_freq_factor <= 0.0)
+      throw input_error(fmt::format("{}.low_freq_factor: must be > 0 (got {})", where, s.low_freq_factor));
+    if (s.high_freq_factor <= s.low_freq_factor)
+      throw input_error(fmt::format("{}.high_freq_factor: must be > low_freq_factor ({}) (got {})",
+                                    where, s.low_freq_factor, s.high_freq_factor));
+  }
+  if (s.type == rope_type::longrope) {
+    const std::size_t n = static_cast<std::size_t>(s.rotary_dim / 2);
+    for (auto [field, list] : {std::pair{"short_factor", &s.short_factor},
+                               std::pair{"long_factor", &s.long_factor}}) {
+      if (list->size() != n)
+        throw input_error(fmt::format("{}.{}: must have rotary_dim/2 = {} values (got {})", where,
+                                      field, n, list->size()));
+      for (std::size_t i = 0; i < n; ++i)
+        if (!std::isfinite((*list)[i]) || (*list)[i] <= 0.0)
+          throw input_error(fmt::format("{}.{}[{}]: must be a finite number > 0 (got {})", where,
+                                        field, i, (*list)[i]));
+    }
+  }
+}
+
+schedule_table evaluate(const rope_schedule& s, std::int64_t seq_len, frequency_precision p) {
+  validate(s, "rope schedule");
+  schedule_table t;
+  t.precision = p;
+  t.seq_len = seq_len;
+  t.effective_base = s.base;
+  const int d = s.rotary_dim;
+  const int n = d / 2;
+  t.base_inv_freq = base_table(s.base, d, p);
+  switch (s.type) {
+    case rope_type::default_rope:
+      t.inv_freq = t.base_inv_freq;
+      t.bands.assign(n, band_kind::kept);
+      break;
+    case rope_type::linear:
+      t.inv_freq.resize(n);
+      for (int i = 0; i < n; ++i)
+        t.inv_freq[i] = p == frequency_precision::float64
+                            ? t.base_inv_freq[i] / s.factor
+                            : static_cast<float>(t.base_inv_freq[i]) / static_cast<float>(s.factor);
+      t.bands.assign(n, s.factor == 1.0 ? band_kind::kept : band_kind::interpolated);
+      t.scaled = s.factor != 1.0;
+      break;
+    case rope_type::ntk:
+      t.effective_base = ntk_base(s.base, s.factor, d);
+      t.inv_freq = base_table(t.effective_base, d, p);
+      t.bands = s.factor == 1.0 ? std::vector<band_kind>(n, band_kind::kept) : ntk_bands(n);
+      t.scaled = s.factor != 1.0;
+      break;
+    case rope_type::dynamic:
+      if (seq_len <= s.max_position_embeddings) {
+        t.inv_freq = t.base_inv_freq;
+        t.bands.assign(n, band_kind::kept);
+      } else {
+        const double x = s.factor * static_cast<double>(seq_len) /
+                             static_cast<double>(s.max_position_embeddings) - (s.factor - 1.0);
+        t.effective_base = ntk_base(s.base, x, d);
+        t.inv_freq = base_table(t.effective_base, d, p);
+        t.bands = ntk_bands(n);
+        t.scaled = true;
+      }
+      break;
+    case rope_type::yarn:
+      fill_yarn(s, p, t);
+      break;
+    case rope_type::llama3:
+      fill_llama3(s, p, t);
+      break;
+    case rope_type::longrope:
+      fill_longrope(s, seq_len, p, t);
+      break;
+  }
+  return t;
+}
+
+rotary_spec make_rotary_spec(const schedule_table& table, int head_dim, int rotary_dim,
+                             layout_kind layout) {
+  rotary_spec spec;
+  spec.head_dim = head_dim;
+  spec.rotary_dim = rotary_dim;
+  spec.layout = layout;
+  spec.inv_freq = table.inv_freq;
+  spec.attention_factor = table.attention_factor;
+  return spec;
+}
+
+std::string_view to_string(rope_type t) {
+  switch (t) {
+    case rope_type::default_rope: return "default";
+    case rope_type::linear: return "linear";
+    case rope_type::ntk: return "ntk";
+    case rope_type::dynamic: return "dynamic";
+    case rope_type::yarn: return "yarn";
+    case rope_type::llama3: return "llama3";
+    case rope_type::longrope: return "longrope";
+  }
+  return "?";
+}
+
+std::string_view to_string(band_kind b) {
+  switch (b) {
+    case band_kind::kept: return "kept";
+    case band_kind::interpolated: return "interpolated";
+    case band_kind::blended: return "blended";
+  }
+  return "?";
+}
+
+std::string_view to_string(frequency_precision p) {
+  return p == frequency_precision::float64 ? "float64" : "float32_reference";
+}
+
+std::optional<rope_type> rope_type_from_string(std::string_view name) {
+  if (name == "default") return rope_type::default_rope;
+  if (name == "linear") return rope_type::linear;
+  if (name == "ntk") return rope_type::ntk;
+  if (name == "dynamic") return rope_type::dynamic;
+  if (name == "yarn") return rope_type::yarn;
+  if (name == "llama3") return rope_type::llama3;
+  if (name == "longrope" || name == "su") return rope_type::longrope;
+  return std::nullopt;
+}
+
+}  // namespace grape
