@@ -1,0 +1,36 @@
+#pragma once
+// CUDA rotate_qk: the CPU kernel's arguments (cpu::rotate_qk_args), with every pointer on the
+// device, on a stream. Same layouts, strides, positions and offsets, GQA, partial rotary,
+// multi-axis planes, f32/f16/bf16 storage with f32 arithmetic and the same exact phase.
+// Not yet supported on the device: the cos/sin cache (on-the-fly only).
+#include <cstdint>
+
+#include "cpu/rotate_qk.hpp"
+#include "grape/schedule/rotary_spec.hpp"
+
+using cudaStream_t = struct CUstream_st*;
+
+namespace grape::cuda {
+
+/// The spec's turn fractions (and plane axes) in device memory; build once per model.
+class device_rotary {
+ public:
+  explicit device_rotary(const rotary_spec& spec);
+  ~device_rotary();
+  device_rotary(const device_rotary&) = delete;
+  device_rotary& operator=(const device_rotary&) = delete;
+  const std::uint64_t* turn_fractions() const { return turn_fractions_; }
+  const int* plane_axis() const { return plane_axis_; }
+
+ private:
+  std::uint64_t* turn_fractions_ = nullptr;
+  int* plane_axis_ = nullptr;
+};
+
+/// Launches the rotation. total_tokens is required with cu_seqlens (device memory is not read on
+/// the host). Bad positions (negative, or >= args.max_position) set *device_error_flag to 1 and
+/// leave that token untouched. Shapes and strides are validated on the host (grape::input_error).
+void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
+               std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream);
+
+}  // namespace grape::cuda

@@ -1,0 +1,100 @@
+// Host side of the CUDA rotate_qk (compiled by the host compiler): device tables, validation that needs no device reads, and the
+// choice between 16-byte chunks and the scalar fallback.
+#include <cuda_runtime.h>
+
+#include <fmt/format.h>
+
+#include "cuda/rotate_qk_cuda.hpp"
+#include "cuda/rotate_qk_request.hpp"
+#include "grape/detail/error.hpp"
+
+namespace grape::cuda {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(fmt::format("grape: {}: {}", what, cudaGetErrorString(e)));
+}
+
+bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+void validate_operand(const char* name, const cpu::qk_tensor& t, int head_dim) {
+  if (t.heads < 0) throw input_error(fmt::format("{}.heads: must be >= 0 (got {})", name, t.heads));
+  if (t.heads == 0) return;
+  if (t.in == nullptr || t.out == nullptr) throw input_error(fmt::format("{}.in, {}.out: must not be null", name, name));
+  if (t.token_stride < 0 || t.head_stride < head_dim || t.batch_stride < 0)
+    throw input_error(fmt::format("{}: strides must be >= 0 and head_stride >= head_dim", name));
+}
+
+}  // namespace
+
+device_rotary::device_rotary(const rotary_spec& spec) {
+  std::vector<std::uint64_t> turns(spec.inv_freq.size());
+  for (std::size_t i = 0; i < turns.size(); ++i) turns[i] = math::turn_fraction_of(spec.inv_freq[i]);
+  check(cudaMalloc(&turn_fractions_, turns.size() * sizeof(std::uint64_t)), "cudaMalloc");
+  check(cudaMemcpy(turn_fractions_, turns.data(), turns.size() * sizeof(std::uint64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (!spec.plane_axis.empty()) {
+    check(cudaMalloc(&plane_axis_, spec.plane_axis.size() * sizeof(int)), "cudaMalloc");
+    check(cudaMemcpy(plane_axis_, spec.plane_axis.data(), spec.plane_axis.size() * sizeof(int), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+}
+
+device_rotary::~device_rotary() {
+  cudaFree(turn_fractions_);
+  cudaFree(plane_axis_);
+}
+
+void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
+               std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
+  if (spec.rotary_dim <= 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim)
+    throw input_error(fmt::format("spec.rotary_dim: must be even, > 0 and <= head_dim (got {})", spec.rotary_dim));
+  if (static_cast<int>(spec.inv_freq.size()) != spec.rotary_dim / 2)
+    throw input_error("spec.inv_freq: must hold rotary_dim / 2 values");
+  if (args.cache != nullptr) throw input_error("cache: the CUDA kernel computes cos/sin on the fly; pass no cache");
+  if (device_error_flag == nullptr) throw input_error("device_error_flag: must not be null");
+  validate_operand("q", args.q, spec.head_dim);
+  validate_operand("k", args.k, spec.head_dim);
+  if (args.cu_seqlens == nullptr) total_tokens = args.batch * args.seq_len;
+  if (total_tokens < 0 || args.batch < 0 || args.seq_len < 0)
+    throw input_error("batch, seq_len, total_tokens: must be >= 0");
+  if (args.position_ids == nullptr && spec.num_axes != 1)
+    throw input_error("position_ids: multi-axis planes need per-token positions [num_axes, tokens]");
+
+  detail::launch_request r;
+  auto& p = r.plan;
+  for (auto [dst, src] : {std::pair{&p.q, &args.q}, std::pair{&p.k, &args.k}})
+    *dst = {src->in, src->out, src->heads, src->batch_stride, src->token_stride, src->head_stride};
+  p.head_dim = spec.head_dim;
+  p.rotary_dim = spec.rotary_dim;
+  p.layout = spec.layout;
+  p.batch = args.batch;
+  p.seq_len = args.seq_len;
+  p.cu_seqlens = args.cu_seqlens;
+  p.total_tokens = total_tokens;
+  p.position_ids = args.position_ids;
+  p.position_type = args.position_type;
+  p.offsets = args.offsets;
+  p.num_axes = spec.num_axes;
+  p.plane_axis = tables.plane_axis();
+  p.turn_fractions = tables.turn_fractions();
+  p.attention_factor = static_cast<float>(spec.attention_factor);
+  r.total_tokens = total_tokens;
+  r.max_position = args.max_position;
+  r.error_flag = device_error_flag;
+  r.stream = stream;
+
+  const int width = 16 / (args.type == cpu::dtype::f32 ? 4 : 2);
+  bool vec = (spec.layout == layout_kind::half_split ? (spec.rotary_dim / 2) % width == 0 : spec.rotary_dim % (2 * width) == 0) &&
+             (spec.head_dim - spec.rotary_dim) % width == 0;
+  for (const auto* t : {&args.q, &args.k})
+    if (t->heads > 0)
+      vec = vec && aligned(t->in) && aligned(t->out) && t->token_stride % width == 0 && t->head_stride % width == 0 &&
+            t->batch_stride % width == 0;
+  r.vectorized = vec;
+  switch (args.type) {
+    case cpu::dtype::f32: return detail::launch_f32(r);
+    case cpu::dtype::f16: return detail::launch_f16(r);
+    case cpu::dtype::bf16: return detail::launch_bf16(r);
+  }
+}
+
+}  // namespace grape::cuda

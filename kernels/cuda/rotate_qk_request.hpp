@@ -1,0 +1,24 @@
+#pragma once
+// What the host side hands to a per-dtype launch function: a validated plan with device pointers.
+// Plain C++ (no device code), so the host side compiles with g++.
+#include <cstdint>
+
+#include "cpu/rotate_qk_plan.hpp"
+#include "cuda/rotate_qk_cuda.hpp"
+
+namespace grape::cuda::detail {
+
+struct launch_request {
+  cpu::detail::rotate_plan plan;
+  std::int64_t total_tokens = 0;
+  std::int64_t max_position = 0;
+  int* error_flag = nullptr;
+  bool vectorized = false;  // 16-byte chunks are legal (alignment and divisibility checked)
+  cudaStream_t stream = nullptr;
+};
+
+void launch_f32(const launch_request& r);
+void launch_f16(const launch_request& r);
+void launch_bf16(const launch_request& r);
+
+}  // namespace grape::cuda::detail

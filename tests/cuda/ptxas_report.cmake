@@ -1,0 +1,22 @@
+# Reads ptxas's resource report (-Xptxas -v) for one CUDA source and fails on any register spill
+# or stack frame (local memory) in its kernels. Arguments: NVCC, SOURCE, ARCH, INCLUDES (;-list).
+set(include_flags)
+foreach(dir ${INCLUDES})
+  list(APPEND include_flags -I${dir})
+endforeach()
+execute_process(COMMAND ${NVCC} -std=c++20 -arch=sm_${ARCH} ${include_flags} -Xptxas -v -c ${SOURCE} -o /dev/null
+                RESULT_VARIABLE rc ERROR_VARIABLE report OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nvcc failed on ${SOURCE}:\n${report}${out}")
+endif()
+string(REGEX MATCHALL "[0-9]+ bytes stack frame, [0-9]+ bytes spill stores, [0-9]+ bytes spill loads" lines "${report}")
+list(LENGTH lines kernels)
+if(kernels EQUAL 0)
+  message(FATAL_ERROR "no ptxas resource report for ${SOURCE}: is it a CUDA source with kernels?")
+endif()
+foreach(line ${lines})
+  if(NOT line MATCHES "^0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads$")
+    message(FATAL_ERROR "${SOURCE} (sm_${ARCH}): ${line}\n${report}")
+  endif()
+endforeach()
+message(STATUS "${SOURCE} sm_${ARCH}: ${kernels} kernels, no spills, no local memory")

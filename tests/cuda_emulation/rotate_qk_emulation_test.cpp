@@ -1,0 +1,177 @@
+// CPU emulation of the CUDA rotate_qk kernel: the per-thread body (kernels/cuda) runs here over
+// the same grid it gets on the device — every block (token) and thread index, both phases with the
+// barrier between them — and must reproduce the CPU kernel. Indexing, vector widths (16-byte
+// chunks and the scalar fallback), tails, layouts, GQA and partial rotary are tested without a GPU.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cpu/rotate_qk.hpp"
+#include "cpu/rotate_qk_plan.hpp"
+#include "cuda/rotate_qk_thread.hpp"
+#include "grape/rep/rotation_planes.hpp"
+
+namespace grape::cuda {
+// Host stand-ins for __half and __nv_bfloat16: the same bits, the same round-to-nearest.
+template <>
+struct storage<Eigen::half> {
+  static float load(Eigen::half x) { return static_cast<float>(x); }
+  static Eigen::half store(float x) { return static_cast<Eigen::half>(x); }
+};
+template <>
+struct storage<Eigen::bfloat16> {
+  static float load(Eigen::bfloat16 x) { return static_cast<float>(x); }
+  static Eigen::bfloat16 store(float x) { return static_cast<Eigen::bfloat16>(x); }
+};
+}  // namespace grape::cuda
+
+namespace grape {
+namespace {
+
+/// Runs the kernel body over grid = tokens, block = `block` threads, like two_phase_kernel.
+template <class T, int V, layout_kind L>
+int emulate(const cpu::detail::rotate_plan& p, std::int64_t tokens, int block) {
+  const cuda::unit_counts units{p.rotary_dim / (2 * V), (p.head_dim - p.rotary_dim) / V};
+  int flag = 0;
+  const cuda::rotate_token_thread<T, V, L> f{p, units, std::int64_t{1} << 40, 0, &flag};
+  std::vector<float> shared(p.rotary_dim);
+  for (std::int64_t token = 0; token < tokens; ++token) {
+    for (int tid = 0; tid < block; ++tid) f.fill_table(token, tid, block, shared.data());
+    for (int tid = 0; tid < block; ++tid) f.rotate(token, tid, block, shared.data());
+  }
+  return flag;
+}
+
+struct scenario {
+  int head_dim, rotary_dim, q_heads, k_heads;
+  std::int64_t batch, seq_len;
+  bool interleaved, in_place, varlen, int32_positions, heads_major;
+};
+
+template <class T>
+void run_scenario(const scenario& s, std::uint64_t seed, int block) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  std::mt19937_64 rng(seed);
+  rotary_spec spec;
+  spec.head_dim = s.head_dim;
+  spec.rotary_dim = s.rotary_dim;
+  spec.layout = s.interleaved ? layout_kind::interleaved : layout_kind::half_split;
+  spec.inv_freq = rope_inv_freq(s.rotary_dim, 10000.0);
+  spec.attention_factor = 1.25;
+  const std::int64_t tokens = s.batch * s.seq_len;
+  std::vector<std::int64_t> cu_seqlens(s.batch + 1);
+  for (std::int64_t b = 0; b <= s.batch; ++b) cu_seqlens[b] = b * s.seq_len;
+  std::vector<std::int64_t> pos64(tokens);
+  std::vector<std::int32_t> pos32(tokens);
+  std::uniform_int_distribution<std::int64_t> pos(0, 2'000'000'000);
+  for (std::int64_t t = 0; t < tokens; ++t) pos32[t] = static_cast<std::int32_t>(pos64[t] = pos(rng));
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  auto tensor = [&](int heads) {
+    std::vector<T> v(tokens * heads * s.head_dim);
+    for (auto& x : v) x = static_cast<T>(g(rng));
+    return v;
+  };
+  std::vector<T> q = tensor(s.q_heads), k = tensor(s.k_heads);
+  std::vector<T> q_cpu(s.in_place ? q : std::vector<T>(q.size())), k_cpu(s.in_place ? k : std::vector<T>(k.size()));
+  std::vector<T> q_gpu = q_cpu, k_gpu = k_cpu;
+
+  auto make_args = [&](std::vector<T>& qo, std::vector<T>& ko) {
+    cpu::rotate_qk_args a;
+    a.type = std::is_same_v<T, float> ? cpu::dtype::f32 : std::is_same_v<T, Eigen::half> ? cpu::dtype::f16 : cpu::dtype::bf16;
+    auto operand = [&](const std::vector<T>& in, std::vector<T>& out, int heads) {
+      cpu::qk_tensor t;
+      t.in = s.in_place ? static_cast<const void*>(out.data()) : in.data();
+      t.out = out.data();
+      t.heads = heads;
+      t.size = static_cast<std::int64_t>(in.size());
+      if (s.heads_major) {  // [batch, heads, seq, dim]
+        t.batch_stride = heads * s.seq_len * s.head_dim;
+        t.head_stride = s.seq_len * s.head_dim;
+        t.token_stride = s.head_dim;
+      } else {  // [batch, seq, heads, dim] or packed [tokens, heads, dim]
+        t.batch_stride = s.seq_len * heads * s.head_dim;
+        t.token_stride = heads * s.head_dim;
+        t.head_stride = s.head_dim;
+      }
+      return t;
+    };
+    a.q = operand(q, qo, s.q_heads);
+    a.k = operand(k, ko, s.k_heads);
+    a.batch = s.batch;
+    a.seq_len = s.seq_len;
+    if (s.varlen) a.cu_seqlens = cu_seqlens.data();
+    a.position_ids = s.int32_positions ? static_cast<const void*>(pos32.data()) : pos64.data();
+    a.position_type = s.int32_positions ? cpu::index_type::i32 : cpu::index_type::i64;
+    return a;
+  };
+  const auto cpu_args = make_args(q_cpu, k_cpu);
+  cpu::rotate_qk(spec, cpu_args);
+  const auto gpu_args = make_args(q_gpu, k_gpu);
+  const auto owned = cpu::detail::make_rotate_plan(spec, gpu_args);
+  const bool vec = (s.interleaved ? s.rotary_dim % (2 * V) == 0 : (s.rotary_dim / 2) % V == 0) &&
+                   (s.head_dim - s.rotary_dim) % V == 0;
+  const int flag = vec ? (s.interleaved ? emulate<T, V, layout_kind::interleaved>(owned.plan, tokens, block)
+                                        : emulate<T, V, layout_kind::half_split>(owned.plan, tokens, block))
+                       : (s.interleaved ? emulate<T, 1, layout_kind::interleaved>(owned.plan, tokens, block)
+                                        : emulate<T, 1, layout_kind::half_split>(owned.plan, tokens, block));
+  RC_ASSERT(flag == 0);
+  const double tol = std::is_same_v<T, float> ? 2e-6 : std::is_same_v<T, Eigen::half> ? 2e-3 : 1.6e-2;
+  for (std::size_t i = 0; i < q_cpu.size(); ++i)
+    RC_ASSERT(std::abs(static_cast<double>(q_cpu[i]) - static_cast<double>(q_gpu[i])) <= tol * (1 + std::abs(static_cast<double>(q_cpu[i]))));
+  for (std::size_t i = 0; i < k_cpu.size(); ++i)
+    RC_ASSERT(std::abs(static_cast<double>(k_cpu[i]) - static_cast<double>(k_gpu[i])) <= tol * (1 + std::abs(static_cast<double>(k_cpu[i]))));
+}
+
+rc::Gen<scenario> scenarios() {
+  return rc::gen::exec([] {
+    const int rotary_planes = *rc::gen::inRange(1, 40);
+    const int extra = *rc::gen::inRange(0, 20);
+    const bool varlen = *rc::gen::arbitrary<bool>();
+    return scenario{2 * rotary_planes + extra, 2 * rotary_planes, *rc::gen::inRange(1, 6), *rc::gen::inRange(1, 3),
+                    *rc::gen::inRange<std::int64_t>(1, 4), *rc::gen::inRange<std::int64_t>(1, 9),
+                    *rc::gen::arbitrary<bool>(), *rc::gen::arbitrary<bool>(), varlen,
+                    *rc::gen::arbitrary<bool>(), !varlen && *rc::gen::arbitrary<bool>()};
+  });
+}
+
+RC_GTEST_PROP(CudaEmulation, Float32AnyShape, ()) {
+  run_scenario<float>(*scenarios(), *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::element(7, 32, 256));
+}
+RC_GTEST_PROP(CudaEmulation, Float16AnyShape, ()) {
+  run_scenario<Eigen::half>(*scenarios(), *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::element(7, 32, 256));
+}
+RC_GTEST_PROP(CudaEmulation, Bfloat16AnyShape, ()) {
+  run_scenario<Eigen::bfloat16>(*scenarios(), *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::element(7, 32, 256));
+}
+
+TEST(CudaEmulation, Llama128HeadDimUsesSixteenByteChunks) {
+  // 32 query heads, 8 KV heads, d = 128: the shape of the bandwidth target, scaled down.
+  const scenario s{128, 128, 32, 8, 2, 5, false, true, false, false, false};
+  rc::detail::TestParams params;
+  params.maxSuccess = 3;
+  const auto r = rc::detail::checkProperty(rc::detail::toProperty([&] { run_scenario<Eigen::bfloat16>(s, 3, 256); }),
+                                           rc::detail::TestMetadata{}, params);
+  EXPECT_TRUE(r.template is<rc::detail::SuccessResult>());
+}
+
+TEST(CudaEmulation, PositionOutsideTheLimitSetsTheFlagAndLeavesTheTokenUntouched) {
+  rotary_spec spec{8, 8, layout_kind::half_split, rope_inv_freq(8, 10000.0), 1.0, 1, {}};
+  std::vector<float> q(8, 1.0f);
+  std::vector<std::int64_t> positions = {-3};
+  cpu::detail::rotate_plan p;
+  p.q = {q.data(), q.data(), 1, 0, 8, 8};
+  p.head_dim = p.rotary_dim = 8;
+  p.seq_len = p.total_tokens = 1;
+  p.position_ids = positions.data();
+  const auto turns = cpu::detail::turn_fractions_of(spec);
+  p.turn_fractions = turns.data();
+  EXPECT_EQ((emulate<float, 4, layout_kind::half_split>(p, 1, 32)), 1);
+  for (float v : q) EXPECT_EQ(v, 1.0f);
+}
+
+}  // namespace
+}  // namespace grape
