@@ -100,3 +100,33 @@ TEST(T5Bucket, SmallOffsetsHaveTheirOwnBucket) {
 
 }  // namespace
 }  // namespace grape::math
+
+#include "grape/math/rotate_vector.hpp"
+
+namespace grape::math {
+namespace {
+
+TEST(RotateVector, MatchesTheRotationFormulaInBothLayouts) {
+  const int d = 8, rd = 6;
+  const double theta[3] = {1.0, 0.1, 0.01};
+  phase_t turns[3];
+  for (int i = 0; i < 3; ++i) turns[i] = turn_fraction_of(theta[i]);
+  const float x[d] = {0.3f, -1.2f, 0.5f, 0.9f, -0.4f, 0.7f, 2.0f, -3.0f};
+  for (layout_kind layout : {layout_kind::half_split, layout_kind::interleaved}) {
+    float y[d];
+    const std::int64_t m = 123456789;
+    rotate_vector(x, y, m, turns, rd, d, layout, 1.5f);
+    for (int i = 0; i < 3; ++i) {
+      const int c0 = layout == layout_kind::half_split ? i : 2 * i, c1 = layout == layout_kind::half_split ? i + 3 : 2 * i + 1;
+      const long double a = fmodl(static_cast<long double>(m) * theta[i], 6.283185307179586476925286766559L);
+      const double s = std::sin(static_cast<double>(a)) * 1.5, c = std::cos(static_cast<double>(a)) * 1.5;
+      EXPECT_NEAR(y[c0], x[c0] * c - x[c1] * s, 2e-6) << static_cast<int>(layout) << " " << i;
+      EXPECT_NEAR(y[c1], x[c1] * c + x[c0] * s, 2e-6) << static_cast<int>(layout) << " " << i;
+    }
+    EXPECT_EQ(y[6], 2.0f);
+    EXPECT_EQ(y[7], -3.0f);
+  }
+}
+
+}  // namespace
+}  // namespace grape::math
