@@ -18,6 +18,7 @@
 #include "grape/check/property.hpp"
 #include "grape/check/reference.hpp"
 #include "grape/check/report.hpp"
+#include "grape/detail/describe.hpp"
 #include "grape/detail/random.hpp"
 #include "grape/encoding.hpp"
 #include "grape/inject/score_bias.hpp"
@@ -344,7 +345,7 @@ check_report check(const std::optional<typename E::params>& fixed, const check_o
   check_report report;
   report.encoding = std::string(E::name);
   report.summary = std::string(E::summary);
-  report.parameters = fixed ? "fixed" : "random per trial";
+  report.parameters = fixed ? "fixed: " + detail::describe_params(*fixed) : "random per trial";
   report.options = options;
   for (law l : all_laws) {
     if (!detail::law_applies<E>(l)) continue;

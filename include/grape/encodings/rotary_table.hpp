@@ -2,6 +2,7 @@
 // rotary_table<Layout>: a rotary encoding given by its run-time table (grape::rotary_spec): what a
 // model's config produces (any schedule, partial rotary, attention factor). Not a registry
 // built-in; grape::check_rotary checks one.
+#include <boost/hana/adapt_struct.hpp>
 #include <random>
 
 #include "grape/detail/random.hpp"
@@ -11,6 +12,8 @@
 #include "grape/inject/rotate_qk.hpp"
 #include "grape/rep/rotation_planes.hpp"
 #include "grape/schedule/rotary_spec.hpp"
+
+BOOST_HANA_ADAPT_STRUCT(grape::rotary_spec, head_dim, rotary_dim, layout, inv_freq, attention_factor, num_axes);
 
 namespace grape {
 

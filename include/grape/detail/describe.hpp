@@ -1,0 +1,47 @@
+#pragma once
+// Parameters as text, through Hana's reflection of BOOST_HANA_DEFINE_STRUCT: "head_dim=128
+// base=10000 ...". Lists print their length (a 48-value factor list is not a report line).
+#include <boost/hana/accessors.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/concept/struct.hpp>
+#include <fmt/format.h>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace grape::detail {
+
+template <class P>
+std::string describe_params(const P& p);
+
+template <class T>
+std::string describe_value(const T& v) {
+  if constexpr (boost::hana::Struct<T>::value) {
+    return "{" + describe_params(v) + "}";
+  } else if constexpr (requires { v.size(); v.begin(); }) {
+    return fmt::format("[{} values]", v.size());
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    return fmt::format("{}", v);
+  } else if constexpr (std::is_enum_v<T>) {
+    return fmt::format("{}", static_cast<std::underlying_type_t<T>>(v));
+  } else {
+    return "?";
+  }
+}
+
+template <class P>
+std::string describe_params(const P& p) {
+  if constexpr (!boost::hana::Struct<P>::value) {
+    return "(not reflected)";
+  } else {
+    std::string out;
+    boost::hana::for_each(boost::hana::accessors<P>(), [&](auto pair) {
+      if (!out.empty()) out += ' ';
+      out += std::string(boost::hana::to<char const*>(boost::hana::first(pair))) + "=" +
+             describe_value(boost::hana::second(pair)(p));
+    });
+    return out;
+  }
+}
+
+}  // namespace grape::detail

@@ -1,0 +1,90 @@
+#pragma once
+// CPU rotary kernels (RoPE and its multi-axis forms) on Q and K.
+//
+// Addressing: a tensor element (sequence b, token s of b, head h, channel c) lives at
+//   padded layouts:  b·batch_stride + s·token_stride + h·head_stride + c
+//   packed varlen:   t·token_stride + h·head_stride + c,   t = cu_seqlens[b] + s
+// so [batch, seq, heads, dim], [batch, heads, seq, dim] and [total_tokens, heads, dim] are three
+// choices of strides (in elements, 64-bit). Channels are contiguous. `out` is either `in` (in
+// place) or a buffer that does not overlap `in`; it uses the same strides.
+//
+// Positions: per-token ids [num_axes, total_tokens] (int32 or int64), where the token index is
+// b·seq_len + s (padded) or t (varlen); or per-sequence offsets (KV-cache decode:
+// position = offsets[b] + s); or neither (position = s). Plane i turns by position[plane_axis[i]]·θ_i.
+//
+// Arithmetic is float32 whatever the storage; the phase m·θ_i is exact (grape/math/phase.hpp);
+// attention_factor multiplies cos and sin, as in the reference (so logits scale by its square).
+// Bad arguments throw grape::input_error naming the argument; nothing is read or written then.
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "grape/math/phase.hpp"
+#include "grape/schedule/rotary_spec.hpp"
+
+namespace grape::cpu {
+
+enum class dtype { f32, f16, bf16 };
+enum class index_type { i32, i64 };
+
+/// Q or K. An operand with heads == 0 is absent (its pointers are ignored).
+struct qk_tensor {
+  const void* in = nullptr;
+  void* out = nullptr;             // == in for in place
+  std::int64_t heads = 0;
+  std::int64_t size = 0;           // elements addressable from in (and out): the bounds check
+  std::int64_t batch_stride = 0;   // padded layouts only; ignored with cu_seqlens
+  std::int64_t token_stride = 0;
+  std::int64_t head_stride = 0;
+};
+
+/// A float32 table of cos and sin for positions [first_position, max_position): the row of
+/// position p is [attention_factor·cos(p·θ_i) for i < d/2, attention_factor·sin(p·θ_i) for
+/// i < d/2], built with the exact phase, so it equals the on-the-fly table. Never lower precision.
+/// A window that does not start at 0 serves a context-parallel shard or a decode window.
+struct rotary_cache {
+  int rotary_dim = 0;
+  std::int64_t first_position = 0;
+  std::int64_t max_position = 0;             // positions must lie in [first_position, max_position)
+  double attention_factor = 1.0;
+  std::vector<math::phase_t> turn_fractions;  // what it was built from (checked against the spec)
+  std::vector<float> rows;                    // [max_position - first_position, rotary_dim]
+
+  static rotary_cache build(const rotary_spec& spec, std::int64_t max_position,
+                            std::int64_t first_position = 0);
+};
+
+struct rotate_qk_args {
+  dtype type = dtype::f32;
+  qk_tensor q;
+  qk_tensor k;
+  std::int64_t batch = 1;
+  std::int64_t seq_len = 0;                     // padded layouts
+  const std::int64_t* cu_seqlens = nullptr;     // varlen: batch + 1 offsets, cu_seqlens[0] = 0
+  const void* position_ids = nullptr;           // [num_axes, total_tokens]
+  index_type position_type = index_type::i64;
+  const std::int64_t* offsets = nullptr;        // [batch]; only without position_ids
+  std::int64_t max_position = std::numeric_limits<std::int64_t>::max();  // positions must be below
+  const rotary_cache* cache = nullptr;          // cached cos/sin path when set, else on the fly
+  int threads = 0;                              // OpenMP threads; 0 = the OpenMP default
+};
+
+/// Rotates Q and K by the spec's angles.
+void rotate_qk(const rotary_spec& spec, const rotate_qk_args& args);
+
+/// Backward of rotate_qk: reads dL/d(out) from `in` and writes dL/d(in) to `out` (rotation by
+/// −angle, times attention_factor). Same arguments otherwise.
+void rotate_qk_backward(const rotary_spec& spec, const rotate_qk_args& args);
+
+/// dL/dθ_i, i < rotary_dim/2, summed over tokens and heads of Q and K and written to
+/// grad_inv_freq: `forward` describes the forward call (its q.in / k.in are the inputs x; out is
+/// not used) and grad_q / grad_k hold dL/d(out) with the same strides. Accumulated in double.
+void rotate_qk_inv_freq_grad(const rotary_spec& spec, const rotate_qk_args& forward,
+                             const void* grad_q, const void* grad_k, double* grad_inv_freq);
+
+/// The simple entry: contiguous [tokens, heads, head_dim], one tensor, int64 positions
+/// [num_axes, tokens], on-the-fly cos/sin. `out` may equal `in`.
+void apply_rotary(const grape::rotary_spec& spec, dtype type, const void* in, void* out,
+                  std::int64_t tokens, std::int64_t heads, const std::int64_t* positions);
+
+}  // namespace grape::cpu

@@ -1,0 +1,46 @@
+#pragma once
+// Addressing of a validated rotate_qk plan: which sequence a flat token belongs to, where its row
+// starts, and its position on each axis. Device-safe (no Eigen, no std containers), so the CPU
+// per-token body and the CUDA per-thread body share it.
+#include <cstdint>
+
+#include "cpu/rotate_qk_plan.hpp"
+#include "grape/config.hpp"
+
+namespace grape::cpu::detail {
+
+/// Where a flat token index sits: sequence b, index s within it, element offset of its row.
+struct token_place {
+  std::int64_t batch;
+  std::int64_t index;
+};
+
+GRAPE_HOST_DEVICE inline token_place locate_token(const rotate_plan& p, std::int64_t token) {
+  if (p.cu_seqlens == nullptr) return {token / p.seq_len, token % p.seq_len};
+  // Largest b with cu_seqlens[b] <= token (cu_seqlens is validated non-decreasing).
+  std::int64_t lo = 0, hi = p.batch;  // answer in [lo, hi)
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (p.cu_seqlens[mid] <= token) lo = mid; else hi = mid;
+  }
+  return {lo, token - p.cu_seqlens[lo]};
+}
+
+GRAPE_HOST_DEVICE inline std::int64_t token_offset(const qk_operand& t, const rotate_plan& p, std::int64_t token,
+                                 token_place place) {
+  return p.cu_seqlens == nullptr ? place.batch * t.batch_stride + place.index * t.token_stride
+                                 : token * t.token_stride;
+}
+
+GRAPE_HOST_DEVICE inline std::int64_t position_of(const rotate_plan& p, std::int64_t token, token_place place,
+                                int axis) {
+  if (p.position_ids != nullptr) {
+    const std::int64_t at = static_cast<std::int64_t>(axis) * p.total_tokens + token;
+    return p.position_type == index_type::i64
+               ? static_cast<const std::int64_t*>(p.position_ids)[at]
+               : static_cast<const std::int32_t*>(p.position_ids)[at];
+  }
+  return p.offsets != nullptr ? p.offsets[place.batch] + place.index : place.index;
+}
+
+}  // namespace grape::cpu::detail

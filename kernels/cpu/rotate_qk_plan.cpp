@@ -1,0 +1,204 @@
+// Host-side validation of rotate_qk arguments. Every check names the argument; the per-token
+// body then trusts the plan (no access outside the ranges proved here).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "cpu/rotate_qk_item.hpp"
+#include "cpu/rotate_qk_plan.hpp"
+#include "grape/detail/error.hpp"
+
+namespace grape::cpu::detail {
+namespace {
+
+__extension__ typedef __int128 wide_int;  // sizes and spans without overflow
+
+[[noreturn]] void fail(const std::string& what) { throw input_error(what); }
+
+struct extent_stride {
+  std::int64_t extent;
+  std::int64_t stride;
+};
+
+std::size_t element_bytes(dtype t) { return t == dtype::f32 ? 4 : 2; }
+
+void check_operand(const std::string& name, const qk_tensor& t, const rotate_plan& p,
+                   std::int64_t max_seq, dtype type) {
+  if (t.heads < 0) fail(name + ".heads is negative");
+  if (t.heads == 0) return;
+  if (t.in == nullptr) fail(name + ".in is null");
+  if (t.out == nullptr) fail(name + ".out is null");
+  if (t.size < 0) fail(name + ".size is negative");
+  if (t.token_stride < 0) fail(name + ".token_stride is negative");
+  if (t.head_stride < 0) fail(name + ".head_stride is negative");
+  if (t.batch_stride < 0) fail(name + ".batch_stride is negative");
+  std::array<extent_stride, 4> dims{};
+  int count = 0;
+  dims[count++] = {t.heads, t.head_stride};
+  if (p.cu_seqlens != nullptr) {
+    dims[count++] = {p.total_tokens, t.token_stride};
+  } else {
+    dims[count++] = {max_seq, t.token_stride};
+    dims[count++] = {p.batch, t.batch_stride};
+  }
+  // Sorted by stride, each dimension must step over everything spanned by the smaller ones
+  // (starting from the head_dim contiguous channels): then no two (token, head, channel) share
+  // an element, so in-place writes and parallel tokens never collide.
+  std::sort(dims.begin(), dims.begin() + count,
+            [](const extent_stride& a, const extent_stride& b) { return a.stride < b.stride; });
+  wide_int span = p.head_dim;
+  for (int i = 0; i < count; ++i) {
+    if (dims[i].extent <= 1 || p.total_tokens == 0) continue;
+    if (static_cast<wide_int>(dims[i].stride) < span)
+      fail(name + ": strides make heads or tokens overlap (stride " +
+           std::to_string(dims[i].stride) + " < " + std::to_string(static_cast<long long>(span)) +
+           " elements)");
+    span += static_cast<wide_int>(dims[i].extent - 1) * dims[i].stride;
+  }
+  if (p.total_tokens > 0 && span > static_cast<wide_int>(t.size))
+    fail(name + ".size (" + std::to_string(t.size) + ") is smaller than the " +
+         std::to_string(static_cast<long long>(span)) + " elements the strides address");
+  if (t.out != t.in && p.total_tokens > 0) {
+    const auto a = reinterpret_cast<std::uintptr_t>(t.in);
+    const auto b = reinterpret_cast<std::uintptr_t>(t.out);
+    const auto bytes = static_cast<std::uintptr_t>(span) * element_bytes(type);
+    if ((a < b ? b - a : a - b) < bytes)
+      fail(name + ".out overlaps " + name + ".in without being equal to it");
+  }
+}
+
+}  // namespace
+
+std::vector<math::phase_t> turn_fractions_of(const rotary_spec& spec) {
+  std::vector<math::phase_t> f(spec.inv_freq.size());
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    if (!std::isfinite(spec.inv_freq[i]))
+      fail("spec.inv_freq[" + std::to_string(i) + "] is not finite");
+    f[i] = math::turn_fraction_of(spec.inv_freq[i]);
+  }
+  return f;
+}
+
+owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args) {
+  owned_plan o;
+  rotate_plan& p = o.plan;
+  if (spec.head_dim <= 0) fail("spec.head_dim must be positive");
+  if (spec.rotary_dim <= 0) fail("spec.rotary_dim must be positive");
+  if (spec.rotary_dim % 2 != 0) fail("spec.rotary_dim must be even");
+  if (spec.rotary_dim > spec.head_dim) fail("spec.rotary_dim exceeds spec.head_dim");
+  if (spec.layout != math::layout_kind::half_split && spec.layout != math::layout_kind::interleaved)
+    fail("spec.layout is not a known layout");
+  const int half = spec.rotary_dim / 2;
+  if (static_cast<int>(spec.inv_freq.size()) != half)
+    fail("spec.inv_freq must hold rotary_dim / 2 = " + std::to_string(half) + " values");
+  if (!std::isfinite(spec.attention_factor)) fail("spec.attention_factor is not finite");
+  if (spec.num_axes < 1 || spec.num_axes > max_axes)
+    fail("spec.num_axes must be in [1, " + std::to_string(max_axes) + "]");
+  if (!spec.plane_axis.empty()) {
+    if (static_cast<int>(spec.plane_axis.size()) != half)
+      fail("spec.plane_axis must be empty or hold rotary_dim / 2 values");
+    for (int i = 0; i < half; ++i)
+      if (spec.plane_axis[i] < 0 || spec.plane_axis[i] >= spec.num_axes)
+        fail("spec.plane_axis[" + std::to_string(i) + "] is outside [0, num_axes)");
+    o.plane_axis = spec.plane_axis;
+  }
+  o.turn_fractions = turn_fractions_of(spec);
+  p.head_dim = spec.head_dim;
+  p.rotary_dim = spec.rotary_dim;
+  p.layout = spec.layout;
+  p.num_axes = spec.num_axes;
+  p.attention_factor = static_cast<float>(spec.attention_factor);
+  p.threads = args.threads;
+  if (args.threads < 0) fail("threads is negative");
+  if (args.type != dtype::f32 && args.type != dtype::f16 && args.type != dtype::bf16)
+    fail("type is not a known dtype");
+
+  // Tokens.
+  if (args.batch < 0) fail("batch is negative");
+  p.batch = args.batch;
+  p.cu_seqlens = args.cu_seqlens;
+  std::int64_t max_seq = 0;
+  if (args.cu_seqlens != nullptr) {
+    if (args.cu_seqlens[0] != 0) fail("cu_seqlens[0] must be 0");
+    for (std::int64_t b = 0; b < args.batch; ++b) {
+      if (args.cu_seqlens[b + 1] < args.cu_seqlens[b])
+        fail("cu_seqlens decreases at index " + std::to_string(b + 1));
+      max_seq = std::max(max_seq, args.cu_seqlens[b + 1] - args.cu_seqlens[b]);
+    }
+    p.total_tokens = args.batch > 0 ? args.cu_seqlens[args.batch] : 0;
+  } else {
+    if (args.seq_len < 0) fail("seq_len is negative");
+    p.seq_len = args.seq_len;
+    max_seq = args.seq_len;
+    if (__builtin_mul_overflow(args.batch, args.seq_len, &p.total_tokens))
+      fail("batch * seq_len overflows 64 bits");
+  }
+
+  // Positions must lie in [lowest, limit).
+  std::int64_t lowest = 0;
+  std::int64_t limit = args.max_position;
+  if (limit <= 0) fail("max_position must be positive");
+  if (args.cache != nullptr) {
+    const rotary_cache& c = *args.cache;
+    if (c.rotary_dim != spec.rotary_dim) fail("cache.rotary_dim differs from spec.rotary_dim");
+    if (c.turn_fractions != o.turn_fractions) fail("cache was built from other inv_freq values");
+    if (c.attention_factor != spec.attention_factor)
+      fail("cache.attention_factor differs from spec.attention_factor");
+    if (c.first_position < 0 || c.max_position <= c.first_position ||
+        static_cast<wide_int>(c.rows.size()) !=
+            static_cast<wide_int>(c.max_position - c.first_position) * c.rotary_dim)
+      fail("cache.rows does not hold (max_position - first_position) * rotary_dim values");
+    limit = std::min(limit, c.max_position);
+    lowest = c.first_position;
+    p.cache = c.rows.data();
+    p.cache_first = c.first_position;
+  }
+  std::string range = "[";  // built by appends: GCC 12 warns falsely (-Wrestrict) on "[" + string
+  range.append(std::to_string(lowest)).append(", ").append(std::to_string(limit)).append(")");
+  if (args.position_ids != nullptr && args.offsets != nullptr)
+    fail("position_ids and offsets are both set; pass one");
+  if (args.position_type != index_type::i32 && args.position_type != index_type::i64)
+    fail("position_type is not a known index type");
+  if (args.position_ids != nullptr) {
+    const std::int64_t n = static_cast<std::int64_t>(spec.num_axes) * p.total_tokens;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t v = args.position_type == index_type::i64
+                                 ? static_cast<const std::int64_t*>(args.position_ids)[i]
+                                 : static_cast<const std::int32_t*>(args.position_ids)[i];
+      if (v < lowest || v >= limit)
+        fail("position_ids[" + std::to_string(i) + "] = " + std::to_string(v) +
+             " is outside " + range);
+    }
+  } else if (args.offsets != nullptr) {
+    for (std::int64_t b = 0; b < args.batch; ++b) {
+      const std::int64_t len =
+          args.cu_seqlens != nullptr ? args.cu_seqlens[b + 1] - args.cu_seqlens[b] : args.seq_len;
+      const std::int64_t off = args.offsets[b];
+      if (len == 0) continue;
+      if (off < lowest || off > limit - len)
+        fail("offsets[" + std::to_string(b) + "] = " + std::to_string(off) + " puts positions of a " +
+             std::to_string(len) + "-token sequence outside " + range);
+    }
+  } else if (max_seq > 0 && (lowest > 0 || max_seq > limit)) {
+    fail("positions 0.." + std::to_string(max_seq - 1) +
+         " (sequence indices: no position_ids or offsets) are outside the max_position/cache range " +
+         range);
+  }
+  p.position_ids = args.position_ids;
+  p.position_type = args.position_type;
+  p.offsets = args.offsets;
+
+  p.q = {args.q.in, args.q.out, args.q.heads, args.q.batch_stride, args.q.token_stride,
+         args.q.head_stride};
+  p.k = {args.k.in, args.k.out, args.k.heads, args.k.batch_stride, args.k.token_stride,
+         args.k.head_stride};
+  check_operand("q", args.q, p, max_seq, args.type);
+  check_operand("k", args.k, p, max_seq, args.type);
+  p.turn_fractions = o.turn_fractions.data();
+  p.plane_axis = o.plane_axis.empty() ? nullptr : o.plane_axis.data();
+  return o;
+}
+
+}  // namespace grape::cpu::detail
