@@ -8,8 +8,9 @@ if(NOT GRAPE_ENABLE_CUDA STREQUAL "OFF")
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 20)
-    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # CMake 3.25 does not know nvcc 13's C++20 dialect (and would derive CUDA20 from
+    # CXX_STANDARD), so the CUDA sources are C++17; the device-safe headers are written for both.
+    set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_ARCHITECTURES ${GRAPE_CUDA_ARCHS})
     set(GRAPE_HAVE_CUDA ON)
     message(STATUS "grape: CUDA parts enabled (${CMAKE_CUDA_COMPILER}, archs ${GRAPE_CUDA_ARCHS})")

@@ -1,0 +1,75 @@
+// grape gen --config CONFIG --target cpp|cuda --out FILE [--name N] [--seq-len N] [--precision P]:
+// one self-contained source file that applies the model's rotary encoding (src/gen, docs/
+// generated-kernels.md).
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "cli/command_registry.hpp"
+#include "cli/model_util.hpp"
+#include "gen/kernel_gen.hpp"
+#include "grape/detail/error.hpp"
+
+namespace grape::cli {
+
+namespace {
+
+struct gen_options {
+  std::string config;
+  std::string target;
+  std::string out;
+  std::string name;
+  std::optional<std::int64_t> seq_len;
+  std::string precision = "float64";
+};
+
+void run(const gen_options& o) {
+  const gen::target target = gen::parse_target(o.target);
+  const std::string name = o.name.empty() ? gen::model_name_from_path(o.config) : gen::sanitize_name(o.name);
+  const auto e = evaluate_model(o.config, o.seq_len, parse_precision(o.precision));
+  const auto& m = e.desc;
+  if (m.kind != model::encoding_kind::rotary)
+    throw input_error(fmt::format(
+        "{}: this {} model has no rotary encoding to generate a kernel for (its positions enter "
+        "as a score bias)",
+        o.config, model::to_string(m.kind)));
+  gen::kernel_description k;
+  k.name = name;
+  k.spec = e.spec;
+  const auto& s = m.rotary.schedule;
+  k.provenance = {
+      fmt::format("Model: {} (model_type {})", e.label, m.model_type.empty() ? "none" : m.model_type),
+      fmt::format("Schedule: {}{}, base {}{}, evaluated at sequence length {} ({} frequencies)",
+                  to_string(s.type), m.rotary.source.empty() ? "" : " from " + m.rotary.source,
+                  s.base, s.type == rope_type::default_rope ? "" : fmt::format(", factor {}", s.factor),
+                  e.table.seq_len, to_string(e.table.precision)),
+  };
+  if (s.type == rope_type::dynamic || s.type == rope_type::longrope)
+    k.provenance.push_back(
+        "This schedule depends on the sequence length: regenerate with --seq-len for another.");
+  write_file_atomically(o.out, gen::generate_source(k, target));
+  fmt::print("{}: {} written ({}, head_dim {}, rotary_dim {}, {})\n", o.out,
+             gen::entry_point_name(name, target), o.target, k.spec.head_dim, k.spec.rotary_dim,
+             k.spec.layout == layout_kind::half_split ? "half_split" : "interleaved");
+}
+
+const registrar reg{"gen", [](CLI::App& app) {
+  auto opts = std::make_shared<gen_options>();
+  auto* cmd = app.add_subcommand(
+      "gen", "Write one self-contained C++ or CUDA source that applies a model's rotary encoding");
+  cmd->add_option("--config", opts->config, "a Hugging Face style config.json (rotary models)")->required();
+  cmd->add_option("--target", opts->target, "cpp (C++17, standard library only) or cuda")->required();
+  cmd->add_option("--out", opts->out, "the source file to write")->required();
+  cmd->add_option("--name", opts->name,
+                  "model name in the entry point grape_<name>_rope (default: the config's folder)");
+  cmd->add_option("--seq-len", opts->seq_len,
+                  "sequence length the schedule is evaluated at (dynamic NTK, LongRoPE); default "
+                  "max_position_embeddings");
+  cmd->add_option("--precision", opts->precision,
+                  "frequency table: float64 (from the formulas) or float32_reference");
+  cmd->callback([opts] { run(*opts); });
+}};
+
+}  // namespace
+
+}  // namespace grape::cli
