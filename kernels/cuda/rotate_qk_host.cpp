@@ -27,7 +27,8 @@ void validate_operand(const char* name, const cpu::qk_tensor& t, int head_dim) {
 
 }  // namespace
 
-device_rotary::device_rotary(const rotary_spec& spec) {
+device_rotary::device_rotary(const rotary_spec& spec, std::int64_t cache_positions) {
+  if (cache_positions < 0) throw input_error(fmt::format("cache_positions: must be >= 0 (got {})", cache_positions));
   std::vector<std::uint64_t> turns(spec.inv_freq.size());
   for (std::size_t i = 0; i < turns.size(); ++i) turns[i] = math::turn_fraction_of(spec.inv_freq[i]);
   check(cudaMalloc(&turn_fractions_, turns.size() * sizeof(std::uint64_t)), "cudaMalloc");
@@ -36,20 +37,29 @@ device_rotary::device_rotary(const rotary_spec& spec) {
     check(cudaMalloc(&plane_axis_, spec.plane_axis.size() * sizeof(int)), "cudaMalloc");
     check(cudaMemcpy(plane_axis_, spec.plane_axis.data(), spec.plane_axis.size() * sizeof(int), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
+  if (cache_positions > 0) {
+    const auto host = cpu::rotary_cache::build(spec, cache_positions);  // the CPU's rows, exact phase
+    check(cudaMalloc(&cache_, host.rows.size() * sizeof(float)), "cudaMalloc");
+    check(cudaMemcpy(cache_, host.rows.data(), host.rows.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    cache_positions_ = cache_positions;
+  }
 }
 
 device_rotary::~device_rotary() {
   cudaFree(turn_fractions_);
   cudaFree(plane_axis_);
+  cudaFree(cache_);
 }
 
-void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
-               std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
+namespace {
+
+void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
+            std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream, float sin_sign) {
   if (spec.rotary_dim <= 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim)
     throw input_error(fmt::format("spec.rotary_dim: must be even, > 0 and <= head_dim (got {})", spec.rotary_dim));
   if (static_cast<int>(spec.inv_freq.size()) != spec.rotary_dim / 2)
     throw input_error("spec.inv_freq: must hold rotary_dim / 2 values");
-  if (args.cache != nullptr) throw input_error("cache: the CUDA kernel computes cos/sin on the fly; pass no cache");
+  if (args.cache != nullptr) throw input_error("cache: pass the device cache through device_rotary, not args.cache");
   if (device_error_flag == nullptr) throw input_error("device_error_flag: must not be null");
   validate_operand("q", args.q, spec.head_dim);
   validate_operand("k", args.k, spec.head_dim);
@@ -77,6 +87,10 @@ void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::
   p.plane_axis = tables.plane_axis();
   p.turn_fractions = tables.turn_fractions();
   p.attention_factor = static_cast<float>(spec.attention_factor);
+  p.sin_sign = sin_sign;
+  p.cache = tables.cache();
+  p.cache_first = 0;
+  r.cache_rows = tables.cache_positions();
   r.total_tokens = total_tokens;
   r.max_position = args.max_position;
   r.error_flag = device_error_flag;
@@ -95,6 +109,18 @@ void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::
     case cpu::dtype::f16: return detail::launch_f16(r);
     case cpu::dtype::bf16: return detail::launch_bf16(r);
   }
+}
+
+}  // namespace
+
+void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
+               std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
+  launch(spec, tables, args, total_tokens, device_error_flag, stream, 1.0f);
+}
+
+void rotate_qk_backward(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
+                        std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
+  launch(spec, tables, args, total_tokens, device_error_flag, stream, -1.0f);  // R(φ)ᵀ = R(−φ)
 }
 
 }  // namespace grape::cuda

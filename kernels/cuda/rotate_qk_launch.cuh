@@ -17,7 +17,7 @@ template <class T, int V, math::layout_kind L>
 void launch_with(const launch_request& r) {
   const auto& p = r.plan;
   unit_counts units{p.rotary_dim / (2 * V), (p.head_dim - p.rotary_dim) / V};
-  rotate_token_thread<T, V, L> f{p, units, r.max_position, 0, r.error_flag};
+  rotate_token_thread<T, V, L> f{p, units, r.max_position, r.cache_rows, r.error_flag};
   const std::int64_t total = (p.q.heads + p.k.heads) * units.per_head();
   const int block = total >= 256 ? 256 : static_cast<int>((total + 31) / 32 * 32);
   if (r.total_tokens == 0 || total == 0) return;

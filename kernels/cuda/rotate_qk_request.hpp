@@ -12,6 +12,7 @@ struct launch_request {
   cpu::detail::rotate_plan plan;
   std::int64_t total_tokens = 0;
   std::int64_t max_position = 0;
+  std::int64_t cache_rows = 0;  // rows of plan.cache (device), 0 without a cache
   int* error_flag = nullptr;
   bool vectorized = false;  // 16-byte chunks are legal (alignment and divisibility checked)
   cudaStream_t stream = nullptr;

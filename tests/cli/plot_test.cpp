@@ -28,7 +28,7 @@ TEST(Plot, EachKindWritesAPicture) {
 
 TEST(Plot, BadRequestsExitTwoAndLeaveNothing) {
   const scratch s;
-  for (const std::string args :
+  for (const std::string& args :
        {"plot " + q(config_path("t5-small")) + " --kind heatmap --out " + q(s / "x.png"),
         "plot " + q(config_path("bloom")) + " --kind bands --out " + q(s / "x.png"),
         "plot rope --kind heatmap --out " + q(s / "x.jpg"),

@@ -34,10 +34,10 @@ namespace {
 
 /// Runs the kernel body over grid = tokens, block = `block` threads, like two_phase_kernel.
 template <class T, int V, layout_kind L>
-int emulate(const cpu::detail::rotate_plan& p, std::int64_t tokens, int block) {
+int emulate(const cpu::detail::rotate_plan& p, std::int64_t tokens, int block, std::int64_t cache_rows = 0) {
   const cuda::unit_counts units{p.rotary_dim / (2 * V), (p.head_dim - p.rotary_dim) / V};
   int flag = 0;
-  const cuda::rotate_token_thread<T, V, L> f{p, units, std::int64_t{1} << 40, 0, &flag};
+  const cuda::rotate_token_thread<T, V, L> f{p, units, std::int64_t{1} << 40, cache_rows, &flag};
   std::vector<float> shared(p.rotary_dim);
   for (std::int64_t token = 0; token < tokens; ++token) {
     for (int tid = 0; tid < block; ++tid) f.fill_table(token, tid, block, shared.data());
@@ -50,6 +50,8 @@ struct scenario {
   int head_dim, rotary_dim, q_heads, k_heads;
   std::int64_t batch, seq_len;
   bool interleaved, in_place, varlen, int32_positions, heads_major;
+  bool cached = false;    // cos/sin from a float32 cache instead of on the fly
+  bool backward = false;  // rotation by −angle (rotate_qk_backward)
 };
 
 template <class T>
@@ -67,7 +69,9 @@ void run_scenario(const scenario& s, std::uint64_t seed, int block) {
   for (std::int64_t b = 0; b <= s.batch; ++b) cu_seqlens[b] = b * s.seq_len;
   std::vector<std::int64_t> pos64(tokens);
   std::vector<std::int32_t> pos32(tokens);
-  std::uniform_int_distribution<std::int64_t> pos(0, 2'000'000'000);
+  const std::int64_t max_position = s.cached ? 5000 : 2'000'000'000;
+  std::uniform_int_distribution<std::int64_t> pos(0, max_position - 1);
+  const cpu::rotary_cache cache = s.cached ? cpu::rotary_cache::build(spec, max_position) : cpu::rotary_cache{};
   for (std::int64_t t = 0; t < tokens; ++t) pos32[t] = static_cast<std::int32_t>(pos64[t] = pos(rng));
   std::normal_distribution<float> g(0.0f, 1.0f);
   auto tensor = [&](int heads) {
@@ -106,18 +110,22 @@ void run_scenario(const scenario& s, std::uint64_t seed, int block) {
     if (s.varlen) a.cu_seqlens = cu_seqlens.data();
     a.position_ids = s.int32_positions ? static_cast<const void*>(pos32.data()) : pos64.data();
     a.position_type = s.int32_positions ? cpu::index_type::i32 : cpu::index_type::i64;
+    if (s.cached) a.cache = &cache;
     return a;
   };
   const auto cpu_args = make_args(q_cpu, k_cpu);
-  cpu::rotate_qk(spec, cpu_args);
+  if (s.backward) cpu::rotate_qk_backward(spec, cpu_args);
+  else cpu::rotate_qk(spec, cpu_args);
   const auto gpu_args = make_args(q_gpu, k_gpu);
-  const auto owned = cpu::detail::make_rotate_plan(spec, gpu_args);
+  auto owned = cpu::detail::make_rotate_plan(spec, gpu_args);
+  if (s.backward) owned.plan.sin_sign = -1.0f;  // as grape::cuda::rotate_qk_backward sets it
+  const std::int64_t rows = s.cached ? max_position : 0;
   const bool vec = (s.interleaved ? s.rotary_dim % (2 * V) == 0 : (s.rotary_dim / 2) % V == 0) &&
                    (s.head_dim - s.rotary_dim) % V == 0;
-  const int flag = vec ? (s.interleaved ? emulate<T, V, layout_kind::interleaved>(owned.plan, tokens, block)
-                                        : emulate<T, V, layout_kind::half_split>(owned.plan, tokens, block))
-                       : (s.interleaved ? emulate<T, 1, layout_kind::interleaved>(owned.plan, tokens, block)
-                                        : emulate<T, 1, layout_kind::half_split>(owned.plan, tokens, block));
+  const int flag = vec ? (s.interleaved ? emulate<T, V, layout_kind::interleaved>(owned.plan, tokens, block, rows)
+                                        : emulate<T, V, layout_kind::half_split>(owned.plan, tokens, block, rows))
+                       : (s.interleaved ? emulate<T, 1, layout_kind::interleaved>(owned.plan, tokens, block, rows)
+                                        : emulate<T, 1, layout_kind::half_split>(owned.plan, tokens, block, rows));
   RC_ASSERT(flag == 0);
   const double tol = std::is_same_v<T, float> ? 2e-6 : std::is_same_v<T, Eigen::half> ? 2e-3 : 1.6e-2;
   for (std::size_t i = 0; i < q_cpu.size(); ++i)
@@ -134,7 +142,8 @@ rc::Gen<scenario> scenarios() {
     return scenario{2 * rotary_planes + extra, 2 * rotary_planes, *rc::gen::inRange(1, 6), *rc::gen::inRange(1, 3),
                     *rc::gen::inRange<std::int64_t>(1, 4), *rc::gen::inRange<std::int64_t>(1, 9),
                     *rc::gen::arbitrary<bool>(), *rc::gen::arbitrary<bool>(), varlen,
-                    *rc::gen::arbitrary<bool>(), !varlen && *rc::gen::arbitrary<bool>()};
+                    *rc::gen::arbitrary<bool>(), !varlen && *rc::gen::arbitrary<bool>(),
+                    *rc::gen::arbitrary<bool>(), *rc::gen::arbitrary<bool>()};
   });
 }
 

@@ -549,11 +549,11 @@ std::vector<std::string> cuda_archs() {
 #if defined(GRAPE_CUDA_ARCHS)
   std::string s = GRAPE_CUDA_ARCHS;
 #else
-  std::string s = "80;90";
+  std::string s = "80,90";
 #endif
   std::vector<std::string> v;
   std::stringstream ss(s);
-  for (std::string a; std::getline(ss, a, ';');)
+  for (std::string a; std::getline(ss, a, ',');)
     if (!a.empty()) v.push_back(a);
   return v;
 }
