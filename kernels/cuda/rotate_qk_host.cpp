@@ -25,34 +25,6 @@ void validate_operand(const char* name, const cpu::qk_tensor& t, int head_dim) {
     throw input_error(fmt::format("{}: strides must be >= 0 and head_stride >= head_dim", name));
 }
 
-}  // namespace
-
-device_rotary::device_rotary(const rotary_spec& spec, std::int64_t cache_positions) {
-  if (cache_positions < 0) throw input_error(fmt::format("cache_positions: must be >= 0 (got {})", cache_positions));
-  std::vector<std::uint64_t> turns(spec.inv_freq.size());
-  for (std::size_t i = 0; i < turns.size(); ++i) turns[i] = math::turn_fraction_of(spec.inv_freq[i]);
-  check(cudaMalloc(&turn_fractions_, turns.size() * sizeof(std::uint64_t)), "cudaMalloc");
-  check(cudaMemcpy(turn_fractions_, turns.data(), turns.size() * sizeof(std::uint64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (!spec.plane_axis.empty()) {
-    check(cudaMalloc(&plane_axis_, spec.plane_axis.size() * sizeof(int)), "cudaMalloc");
-    check(cudaMemcpy(plane_axis_, spec.plane_axis.data(), spec.plane_axis.size() * sizeof(int), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  if (cache_positions > 0) {
-    const auto host = cpu::rotary_cache::build(spec, cache_positions);  // the CPU's rows, exact phase
-    check(cudaMalloc(&cache_, host.rows.size() * sizeof(float)), "cudaMalloc");
-    check(cudaMemcpy(cache_, host.rows.data(), host.rows.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-    cache_positions_ = cache_positions;
-  }
-}
-
-device_rotary::~device_rotary() {
-  cudaFree(turn_fractions_);
-  cudaFree(plane_axis_);
-  cudaFree(cache_);
-}
-
-namespace {
-
 void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
             std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream, float sin_sign) {
   if (spec.rotary_dim <= 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim)
@@ -112,6 +84,30 @@ void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rot
 }
 
 }  // namespace
+
+device_rotary::device_rotary(const rotary_spec& spec, std::int64_t cache_positions) {
+  if (cache_positions < 0) throw input_error(fmt::format("cache_positions: must be >= 0 (got {})", cache_positions));
+  std::vector<std::uint64_t> turns(spec.inv_freq.size());
+  for (std::size_t i = 0; i < turns.size(); ++i) turns[i] = math::turn_fraction_of(spec.inv_freq[i]);
+  check(cudaMalloc(&turn_fractions_, turns.size() * sizeof(std::uint64_t)), "cudaMalloc");
+  check(cudaMemcpy(turn_fractions_, turns.data(), turns.size() * sizeof(std::uint64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (!spec.plane_axis.empty()) {
+    check(cudaMalloc(&plane_axis_, spec.plane_axis.size() * sizeof(int)), "cudaMalloc");
+    check(cudaMemcpy(plane_axis_, spec.plane_axis.data(), spec.plane_axis.size() * sizeof(int), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  if (cache_positions > 0) {
+    const auto host = cpu::rotary_cache::build(spec, cache_positions);  // the CPU's rows, exact phase
+    check(cudaMalloc(&cache_, host.rows.size() * sizeof(float)), "cudaMalloc");
+    check(cudaMemcpy(cache_, host.rows.data(), host.rows.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    cache_positions_ = cache_positions;
+  }
+}
+
+device_rotary::~device_rotary() {
+  cudaFree(turn_fractions_);
+  cudaFree(plane_axis_);
+  cudaFree(cache_);
+}
 
 void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
                std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
