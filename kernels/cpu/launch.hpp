@@ -18,6 +18,7 @@ void launch_items(std::int64_t count, int scratch_floats, int threads, const Ite
     std::vector<float> scratch(static_cast<std::size_t>(scratch_floats) + 16);
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < count; ++t) item(t, scratch.data());
+    if constexpr (requires { item.finish_thread(); }) item.finish_thread();
   }
 }
 

@@ -27,6 +27,13 @@ namespace grape::cpu {
 enum class dtype { f32, f16, bf16 };
 enum class index_type { i32, i64 };
 
+/// How an out-of-place call writes its output. `automatic`: non-temporal (streaming) stores when
+/// the output is larger than the last-level cache, ordinary stores otherwise (glibc's memcpy
+/// makes the same choice). `streaming` / `cached` force one or the other. Streaming needs the
+/// half-split layout, a rotary dim of 64, 128 or 256, and 64-byte-aligned `out` pointers and
+/// strides; otherwise, and always in place, stores are ordinary.
+enum class store_policy { automatic, streaming, cached };
+
 /// Q or K. An operand with heads == 0 is absent (its pointers are ignored).
 struct qk_tensor {
   const void* in = nullptr;
@@ -67,6 +74,7 @@ struct rotate_qk_args {
   std::int64_t max_position = std::numeric_limits<std::int64_t>::max();  // positions must be below
   const rotary_cache* cache = nullptr;          // cached cos/sin path when set, else on the fly
   int threads = 0;                              // OpenMP threads; 0 = the OpenMP default
+  store_policy stores = store_policy::automatic;
 };
 
 /// Rotates Q and K by the spec's angles.

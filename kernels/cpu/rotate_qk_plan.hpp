@@ -40,6 +40,7 @@ struct rotate_plan {
   const float* cache = nullptr;               // rows of rotary_dim floats, or nullptr
   std::int64_t cache_first = 0;               // position of the cache's first row
   int threads = 0;
+  bool stream_stores = false;                 // out of place, aligned: non-temporal stores
 };
 
 /// Host-side storage the plan points into (turn fractions) plus the plan itself.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/rotate_qk.hpp"
+#include "cpu/rotate_qk_plan.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/schedule/rotary_spec.hpp"
 
@@ -18,6 +19,9 @@ namespace grape::test {
 
 enum class tensor_layout { bshd, bhsd, varlen };
 enum class pos_mode { none, ids32, ids64, offsets };
+
+/// 64-byte-aligned bytes, so that contiguous out-of-place cases can take the streaming-store path.
+using byte_buffer = std::vector<unsigned char, Eigen::aligned_allocator<unsigned char>>;
 
 struct rope_case {
   tensor_layout tl = tensor_layout::bshd;
@@ -40,24 +44,26 @@ struct rope_case {
   int threads = 0;
   std::int64_t max_pos = 4096;
   std::uint32_t seed = 1;
+  cpu::store_policy stores = cpu::store_policy::automatic;
 };
 
 struct rope_result {
   double max_error = 0;          // over rotated channels
   double tolerance = 0;
   std::int64_t other_mismatches = 0;  // pass-through channels and gaps that changed
+  bool streamed = false;              // the plan chose streaming stores
 };
 
 inline std::size_t dtype_bytes(cpu::dtype t) { return t == cpu::dtype::f32 ? 4 : 2; }
 
-inline double load_value(cpu::dtype t, const std::vector<unsigned char>& buf, std::int64_t i) {
+inline double load_value(cpu::dtype t, const byte_buffer& buf, std::int64_t i) {
   const unsigned char* p = buf.data() + i * dtype_bytes(t);
   if (t == cpu::dtype::f32) { float v; std::memcpy(&v, p, 4); return v; }
   if (t == cpu::dtype::f16) { Eigen::half v; std::memcpy(&v, p, 2); return static_cast<float>(v); }
   Eigen::bfloat16 v; std::memcpy(&v, p, 2); return static_cast<float>(v);
 }
 
-inline void store_value(cpu::dtype t, std::vector<unsigned char>& buf, std::int64_t i, double x) {
+inline void store_value(cpu::dtype t, byte_buffer& buf, std::int64_t i, double x) {
   unsigned char* p = buf.data() + i * dtype_bytes(t);
   if (t == cpu::dtype::f32) { const float v = static_cast<float>(x); std::memcpy(p, &v, 4); }
   else if (t == cpu::dtype::f16) { const Eigen::half v(static_cast<float>(x)); std::memcpy(p, &v, 2); }
@@ -136,15 +142,15 @@ inline rope_result run_rope_case(const rope_case& c) {
 
   const std::int64_t seq_len = varlen ? 0 : c.seq_len;
   const operand_layout ol[2] = {layout_of(c, c.hq, total, seq_len), layout_of(c, c.hk, total, seq_len)};
-  std::vector<unsigned char> in[2], out[2];
+  byte_buffer in[2], out[2];
   for (int o = 0; o < 2; ++o) {
     in[o].resize(ol[o].size * dtype_bytes(c.type));
     for (std::int64_t i = 0; i < ol[o].size; ++i) store_value(c.type, in[o], i, unit(rng));
     out[o].resize(in[o].size());
     for (std::int64_t i = 0; i < ol[o].size; ++i) store_value(c.type, out[o], i, 7.0);
   }
-  const std::vector<unsigned char> in_before[2] = {in[0], in[1]};
-  const std::vector<unsigned char> out_before[2] = {out[0], out[1]};
+  const byte_buffer in_before[2] = {in[0], in[1]};
+  const byte_buffer out_before[2] = {out[0], out[1]};
 
   cpu::rotate_qk_args args;
   args.type = c.type;
@@ -166,23 +172,25 @@ inline rope_result run_rope_case(const rope_case& c) {
   if (c.pm == pos_mode::offsets) args.offsets = offsets.data();
   args.max_position = c.max_pos;
   args.threads = c.threads;
+  args.stores = c.stores;
   cpu::rotary_cache cache;
   if (c.cached) {
     cache = cpu::rotary_cache::build(spec, c.max_pos);
     args.cache = &cache;
   }
+  rope_result r;
+  r.streamed = cpu::detail::make_rotate_plan(spec, args).plan.stream_stores;
   if (c.backward) cpu::rotate_qk_backward(spec, args);
   else cpu::rotate_qk(spec, args);
 
   // Expected buffer contents: start from what the output buffer held, then set every element the
   // kernel owns.
-  rope_result r;
   r.tolerance = default_tolerance(c.type, c.factor);
   const int half = c.rotary_dim / 2;
   const double sign = c.backward ? -1.0 : 1.0;
   for (int o = 0; o < 2; ++o) {
-    const std::vector<unsigned char>& before = c.inplace ? in_before[o] : out_before[o];
-    const std::vector<unsigned char>& got = c.inplace ? in[o] : out[o];
+    const byte_buffer& before = c.inplace ? in_before[o] : out_before[o];
+    const byte_buffer& got = c.inplace ? in[o] : out[o];
     std::vector<double> expect(ol[o].size);
     std::vector<char> rotated(ol[o].size, 0);
     for (std::int64_t i = 0; i < ol[o].size; ++i) expect[i] = load_value(c.type, before, i);

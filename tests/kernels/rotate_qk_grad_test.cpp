@@ -42,7 +42,7 @@ problem make_problem(const grad_case& c) {
   std::uniform_int_distribution<std::int64_t> m(0, 60);
   p.pos.resize(c.num_axes * p.tokens);
   for (auto& v : p.pos) v = m(rng);
-  std::vector<unsigned char> tmp(4);
+  byte_buffer tmp(4);
   auto fill = [&](std::vector<double>& v, std::int64_t n) {
     v.resize(n);
     for (auto& e : v) {
@@ -84,8 +84,8 @@ double loss(const problem& p, const std::vector<double>& inv_freq, const std::ve
   return total;
 }
 
-std::vector<unsigned char> encode(cpu::dtype t, const std::vector<double>& v) {
-  std::vector<unsigned char> b(v.size() * dtype_bytes(t));
+byte_buffer encode(cpu::dtype t, const std::vector<double>& v) {
+  byte_buffer b(v.size() * dtype_bytes(t));
   for (std::size_t i = 0; i < v.size(); ++i) store_value(t, b, static_cast<std::int64_t>(i), v[i]);
   return b;
 }
@@ -108,13 +108,13 @@ void check(const grad_case& c) {
 
   // dL/dx by the kernel: backward applied to g.
   const auto gq = encode(c.type, p.gq), gk = encode(c.type, p.gk);
-  std::vector<unsigned char> dq(gq.size()), dk(gk.size());
+  byte_buffer dq(gq.size()), dk(gk.size());
   cpu::rotate_qk_backward(p.spec, args_for(p, c.type, gq.data(), dq.data(), gk.data(), dk.data()));
   // ... against central differences of the float64 loss (L is linear in x: h = 0.5 is exact).
   const double h = 0.5;
   for (int which = 0; which < 2; ++which) {
     const std::vector<double>& x = which == 0 ? p.xq : p.xk;
-    const std::vector<unsigned char>& d = which == 0 ? dq : dk;
+    const byte_buffer& d = which == 0 ? dq : dk;
     for (std::size_t j = 0; j < x.size(); ++j) {
       std::vector<double> xp = x, xm = x;
       xp[j] += h;

@@ -33,6 +33,8 @@ RC_GTEST_PROP(rotate_qk_property, random_cases_match_the_reference, ()) {
   c.threads = *rc::gen::inRange(1, 3);
   c.max_pos = *rc::gen::inRange<std::int64_t>(16, 3000);
   c.seed = *rc::gen::arbitrary<std::uint32_t>();
+  c.stores = *rc::gen::element(cpu::store_policy::automatic, cpu::store_policy::streaming,
+                               cpu::store_policy::cached);
   const rope_result r = run_rope_case(c);
   RC_ASSERT(r.max_error <= r.tolerance);
   RC_ASSERT(r.other_mismatches == 0);
