@@ -29,9 +29,9 @@ enum class index_type { i32, i64 };
 
 /// How an out-of-place call writes its output. `automatic`: non-temporal (streaming) stores when
 /// the output is larger than the last-level cache, ordinary stores otherwise (glibc's memcpy
-/// makes the same choice). `streaming` / `cached` force one or the other. Streaming needs the
-/// half-split layout, a rotary dim of 64, 128 or 256, and 64-byte-aligned `out` pointers and
-/// strides; otherwise, and always in place, stores are ordinary.
+/// makes the same choice). `streaming` / `cached` force one or the other. Streaming needs a
+/// rotary dim of 64, 128 or 256 and 64-byte-aligned `out` pointers and strides (on x86 with
+/// vector packets); otherwise, and always in place, stores are ordinary.
 enum class store_policy { automatic, streaming, cached };
 
 /// Q or K. An operand with heads == 0 is absent (its pointers are ignored).

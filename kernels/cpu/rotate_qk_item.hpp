@@ -4,6 +4,7 @@
 // Templated on storage type, compile-time rotary dim (0 = run time) and layout, so the inner loop
 // over planes is a fixed-trip, contiguous, vectorizable loop.
 #include <algorithm>
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -86,59 +87,106 @@ inline void rotate_block(const float* x, float* y, const float* __restrict table
   }
 }
 
+/// Swaps the two floats of every pair in a float packet (x0 x1 x2 x3 … → x1 x0 x3 x2 …), through
+/// Eigen's complex-float packet of the same width (pcplxflip).
+template <class F>
+inline F swap_pairs(const F& v) {
+  using C = typename Eigen::internal::packet_traits<std::complex<float>>::type;
+  return Eigen::internal::pcplxflip(C(v)).v;
+}
+
+/// Whether the complex-float packet has the float packet's width (then swap_pairs works).
+template <class F>
+inline constexpr bool pairs_swappable = [] {
+  using C = typename Eigen::internal::packet_traits<std::complex<float>>::type;
+  if constexpr (std::is_same_v<C, std::complex<float>>) return false;
+  else return sizeof(C) == sizeof(F) && Eigen::internal::unpacket_traits<F>::size > 1;
+}();
+
+/// Whether the packet rotation serves (Storage, RotaryDim, Layout): a compile-time dim that is a
+/// whole number of packets (half of it, for half-split). Streaming stores exist only here (the
+/// plan streams only at the specialised dims).
+template <class Storage, int RotaryDim, math::layout_kind Layout>
+inline constexpr bool packet_rotation = [] {
+  using P = storage_packets<Storage>;
+  if constexpr (RotaryDim <= 0 || !P::vectorized) return false;
+  else if constexpr (Layout == math::layout_kind::half_split) return (RotaryDim / 2) % P::width == 0;
+  else return RotaryDim % P::width == 0 && pairs_swappable<typename P::wide>;
+}();
+
 /// A token's cos/sin table as packets, loaded once and kept in registers for all its heads
-/// (8 zmm for rotary dim 128 with AVX-512).
-template <class Storage, int RotaryDim>
+/// (rotary dim 128, AVX-512: 8 zmm half-split, 16 interleaved).
+///   half-split:  cos[j], sin[j] hold planes j·W … j·W+W−1.
+///   interleaved: channel-wise, cos = (c0 c0 c1 c1 …) and sin = (−s0 s0 −s1 s1 …), so that
+///                y = x·cos + swap_pairs(x)·sin.
+template <class Storage, int RotaryDim, math::layout_kind Layout>
 struct packet_table {
   using P = storage_packets<Storage>;
   using F = typename P::wide;
   static constexpr int half = RotaryDim / 2;
-  static constexpr int count = half / P::width;
+  static constexpr int count = (Layout == math::layout_kind::half_split ? half : RotaryDim) / P::width;
   F cos[count];
   F sin[count];
 
   explicit packet_table(const float* table) {
+    namespace ei = Eigen::internal;
+    if constexpr (Layout == math::layout_kind::half_split) {
 #pragma GCC unroll 16
-    for (int j = 0; j < count; ++j) {
-      cos[j] = Eigen::internal::ploadu<F>(table + j * P::width);
-      sin[j] = Eigen::internal::ploadu<F>(table + half + j * P::width);
+      for (int j = 0; j < count; ++j) {
+        cos[j] = ei::ploadu<F>(table + j * P::width);
+        sin[j] = ei::ploadu<F>(table + half + j * P::width);
+      }
+    } else {
+      alignas(64) float c[RotaryDim];
+      alignas(64) float sn[RotaryDim];
+      for (int i = 0; i < half; ++i) {
+        c[2 * i] = c[2 * i + 1] = table[i];
+        sn[2 * i] = -table[half + i];
+        sn[2 * i + 1] = table[half + i];
+      }
+#pragma GCC unroll 16
+      for (int j = 0; j < count; ++j) {
+        cos[j] = ei::pload<F>(c + j * P::width);
+        sin[j] = ei::pload<F>(sn + j * P::width);
+      }
     }
   }
 };
 
-/// Half-split rotation of one head in packets: each packet of channels is loaded (widened from
-/// 16-bit storage), rotated and stored (narrowed) in registers, with ordinary or streaming stores.
-/// Same arithmetic as rotate_block: y0 = fma(x0, cos, −x1·sin), y1 = fma(x1, cos, x0·sin).
-/// In place is safe: each packet is read before it is written.
-template <class Storage, int RotaryDim, bool Stream>
-inline void rotate_half_split_packets(const Storage* x, Storage* y,
-                                      const packet_table<Storage, RotaryDim>& t) {
+/// One head in packets: each packet of channels is loaded (widened from 16-bit storage), rotated
+/// and stored (narrowed) in registers, with ordinary or streaming stores. Same arithmetic as
+/// rotate_block: y0 = fma(x0, cos, −x1·sin), y1 = fma(x1, cos, x0·sin). In place is safe: each
+/// packet is read before it is written.
+template <class Storage, int RotaryDim, math::layout_kind Layout, bool Stream>
+inline void rotate_packets(const Storage* x, Storage* y,
+                           const packet_table<Storage, RotaryDim, Layout>& t) {
   namespace ei = Eigen::internal;
   using P = storage_packets<Storage>;
   using S = typename P::storage;
   using F = typename P::wide;
-  constexpr int half = RotaryDim / 2;
   const auto store = [](Storage* to, const F& v) {
     if constexpr (Stream) stream_packet(to, ei::pcast<F, S>(v));
     else ei::pstoreu(to, ei::pcast<F, S>(v));
   };
+  if constexpr (Layout == math::layout_kind::half_split) {
+    constexpr int half = RotaryDim / 2;
 #pragma GCC unroll 16
-  for (int j = 0; j < t.count; ++j) {
-    const int i = j * P::width;
-    const F x0 = ei::pcast<S, F>(ei::ploadu<S>(x + i));
-    const F x1 = ei::pcast<S, F>(ei::ploadu<S>(x + half + i));
-    store(y + i, ei::pmadd(x0, t.cos[j], ei::pnegate(ei::pmul(x1, t.sin[j]))));
-    store(y + half + i, ei::pmadd(x1, t.cos[j], ei::pmul(x0, t.sin[j])));
+    for (int j = 0; j < t.count; ++j) {
+      const int i = j * P::width;
+      const F x0 = ei::pcast<S, F>(ei::ploadu<S>(x + i));
+      const F x1 = ei::pcast<S, F>(ei::ploadu<S>(x + half + i));
+      store(y + i, ei::pmadd(x0, t.cos[j], ei::pnegate(ei::pmul(x1, t.sin[j]))));
+      store(y + half + i, ei::pmadd(x1, t.cos[j], ei::pmul(x0, t.sin[j])));
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int j = 0; j < t.count; ++j) {
+      const int i = j * P::width;
+      const F v = ei::pcast<S, F>(ei::ploadu<S>(x + i));
+      store(y + i, ei::pmadd(v, t.cos[j], ei::pmul(swap_pairs(v), t.sin[j])));
+    }
   }
 }
-
-/// Whether the packet rotation serves (Storage, RotaryDim, Layout): half-split at a compile-time
-/// dim whose half is a whole number of packets. Streaming stores exist only there (the plan only
-/// streams half-split at the specialised dims).
-template <class Storage, int RotaryDim, math::layout_kind Layout>
-inline constexpr bool packet_rotation =
-    Layout == math::layout_kind::half_split && RotaryDim > 0 && storage_packets<Storage>::vectorized &&
-    (RotaryDim / 2) % storage_packets<Storage>::width == 0;
 
 /// One head through the float path: rotary_dim channels from x to y (in == out allowed: every
 /// step reads its channels before writing them).
@@ -179,16 +227,16 @@ struct head_run {
 /// At the specialised dims (64/128/256), Q and K take turns a 4 KiB page of heads at a time, so
 /// that two memory streams are in flight instead of one (in a standalone loop: 1.04–1.08 of a
 /// scale pass over all of Q then all of K, against 0.97–1.0 for that order). float uses the
-/// float path (rotate_block); 16-bit storage at half-split, and every streaming call, the packet
-/// path with the table loaded into registers once (packet_table). Other layouts and dims: all of
-/// Q, then all of K, through the float path.
+/// float path (rotate_block); 16-bit storage, and every streaming call, the packet path with the
+/// table loaded into registers once (packet_table). Other dims: all of Q, then all of K, through
+/// the float path.
 ///
 /// The table must not be reloaded between stores to Q/K: those reloads are ordered falsely
 /// behind stores whose addresses match modulo 4 KiB (measured: 0.55 → 0.9 of the memory
 /// baseline once the table stayed in registers). Hence packet_table, and on the float path a
 /// __restrict table in this out-of-line function (GCC drops the guarantee of a parameter once
-/// the function is inlined; the same loops moved into an inline helper measured 0.68). Stream:
-/// the rotated channels are written with non-temporal stores (the plan proved the alignment).
+/// the function is inlined). Stream: the rotated channels are written with non-temporal stores
+/// (the plan proved the alignment).
 template <class Storage, int RotaryDim, math::layout_kind Layout, bool Stream>
 [[gnu::noinline]] void rotate_token_heads(head_run<Storage> q, head_run<Storage> k,
                                           const float* __restrict table, int rotary_dim,
@@ -199,9 +247,9 @@ template <class Storage, int RotaryDim, math::layout_kind Layout, bool Stream>
   if constexpr (std::is_same_v<Storage, float> && RotaryDim > 0 && !Stream) {
     if (q.in == q.out && k.in == k.out) {
       // One pointer for loads and stores: the compiler then knows which loads a store cannot
-      // touch and issues them early (measured on the inner loop: 0.93 → 1.0 of the baseline).
-      // Written out here: moved to an inline helper, GCC reloaded the table after the stores and
-      // the kernel fell to 0.68.
+      // touch and schedules them early (measured on this function alone: 0.93 → 1.0 of the
+      // baseline). Written out here on purpose: the same loops in an inline helper measured
+      // 0.68–0.70 (cause not found).
       for (std::int64_t h0 = 0; h0 < q.heads || h0 < k.heads; h0 += turn) {
         for (std::int64_t h = h0; h < h0 + turn && h < q.heads; ++h) {
           float* x = q.out + h * q.head_stride;
@@ -223,17 +271,17 @@ template <class Storage, int RotaryDim, math::layout_kind Layout, bool Stream>
       }
     }
   } else if constexpr (packet_rotation<Storage, RotaryDim, Layout>) {
-    const packet_table<Storage, RotaryDim> t(table);
+    const packet_table<Storage, RotaryDim, Layout> t(table);
     for (std::int64_t h0 = 0; h0 < q.heads || h0 < k.heads; h0 += turn) {
       for (std::int64_t h = h0; h < h0 + turn && h < q.heads; ++h)
-        rotate_half_split_packets<Storage, RotaryDim, Stream>(q.in + h * q.head_stride,
-                                                              q.out + h * q.head_stride, t);
+        rotate_packets<Storage, RotaryDim, Layout, Stream>(q.in + h * q.head_stride,
+                                                           q.out + h * q.head_stride, t);
       for (std::int64_t h = h0; h < h0 + turn && h < k.heads; ++h)
-        rotate_half_split_packets<Storage, RotaryDim, Stream>(k.in + h * k.head_stride,
-                                                              k.out + h * k.head_stride, t);
+        rotate_packets<Storage, RotaryDim, Layout, Stream>(k.in + h * k.head_stride,
+                                                           k.out + h * k.head_stride, t);
     }
   } else {
-    static_assert(!Stream, "grape: streaming stores need the half-split packet rotation");
+    static_assert(!Stream, "grape: streaming stores need the packet rotation");
     for (const head_run<Storage>& r : {q, k})
       for (std::int64_t h = 0; h < r.heads; ++h)
         rotate_head<Storage, RotaryDim, Layout>(r.in + h * r.head_stride,

@@ -103,8 +103,7 @@ bool lines_aligned(const qk_tensor& t, const rotate_plan& p, std::size_t eb) {
 
 bool use_streaming_stores(const rotate_qk_args& args, const rotate_plan& p) {
   if (args.stores == store_policy::cached) return false;
-  // The streaming kernels: half-split at the specialised dims (rotate_qk_item.hpp).
-  if (p.layout != math::layout_kind::half_split) return false;
+  // The streaming kernels: the specialised dims (rotate_qk_item.hpp).
   if (p.rotary_dim != 64 && p.rotary_dim != 128 && p.rotary_dim != 256) return false;
   const std::size_t eb = element_bytes(args.type);
   std::int64_t written = 0;

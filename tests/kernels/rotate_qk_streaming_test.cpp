@@ -51,10 +51,10 @@ TEST(rotate_qk_streaming, the_plan_streams_only_large_aligned_out_of_place_outpu
   odd_stride.args.q.token_stride = 8 * 128 + 4;
   odd_stride.args.q.size = 4 * (8 * 128 + 4);
   EXPECT_FALSE(odd_stride.streams());
-  // Interleaved pairs have no streaming kernel.
+  // Both pair layouts stream.
   planned_call interleaved(4, aligned_out, store_policy::streaming);
   interleaved.spec.layout = layout_kind::interleaved;
-  EXPECT_FALSE(interleaved.streams());
+  EXPECT_TRUE(interleaved.streams());
   // A rotary dim without a specialised kernel.
   planned_call dim96(4, aligned_out, store_policy::streaming);
   dim96.spec.head_dim = dim96.spec.rotary_dim = 96;
@@ -92,10 +92,9 @@ TEST(rotate_qk_streaming, streamed_output_matches_the_reference) {
             SCOPED_TRACE(::testing::Message() << "type " << int(type) << " layout " << int(lk)
                                               << " hd " << hd << " rd " << rd << " backward "
                                               << backward << " threads " << threads);
-            // The harness's buffers are 64-byte aligned and contiguous: half-split cases stream,
-            // interleaved ones fall back to ordinary stores.
+            // The harness's buffers are 64-byte aligned and contiguous: these cases stream.
             const rope_result r = run_rope_case(c);
-            EXPECT_EQ(r.streamed, lk == layout_kind::half_split);
+            EXPECT_TRUE(r.streamed);
             EXPECT_LE(r.max_error, r.tolerance);
             EXPECT_EQ(r.other_mismatches, 0);
           }
