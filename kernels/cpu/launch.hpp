@@ -12,14 +12,8 @@ template <class Item>
 void launch_items(std::int64_t count, int scratch_floats, int threads, const Item& item) {
   if (count <= 0) return;
   const int n = threads > 0 ? threads : omp_get_max_threads();
-  if (n == 1 || count < 16) {
-    // One thread, or a handful of items (cheaper than waking the team): no parallel region.
-    std::vector<float> scratch(static_cast<std::size_t>(scratch_floats) + 16);
-    for (std::int64_t t = 0; t < count; ++t) item(t, scratch.data());
-    if constexpr (requires { item.finish_thread(); }) item.finish_thread();
-    return;
-  }
-#pragma omp parallel num_threads(n)
+  // A handful of items costs less than waking the thread team.
+#pragma omp parallel num_threads(n) if (count >= 16)
   {
     std::vector<float> scratch(static_cast<std::size_t>(scratch_floats) + 16);
 #pragma omp for schedule(static)

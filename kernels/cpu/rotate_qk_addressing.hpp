@@ -1,11 +1,13 @@
 #pragma once
 // Addressing of a validated rotate_qk plan: which sequence a flat token belongs to, where its row
-// starts, and its position on each axis. Device-safe (no Eigen, no std containers), so the CPU
-// per-token body and the CUDA per-thread body share it.
+// starts, its position on each axis, and one plane's entry of its cos/sin table. Device-safe (no
+// Eigen, no std containers), so the CPU per-token body and the CUDA per-thread body share it.
 #include <cstdint>
 
 #include "cpu/rotate_qk_plan.hpp"
 #include "grape/config.hpp"
+#include "grape/math/phase.hpp"
+#include "grape/math/sincos.hpp"
 
 namespace grape::cpu::detail {
 
@@ -41,6 +43,22 @@ GRAPE_HOST_DEVICE inline std::int64_t position_of(const rotate_plan& p, std::int
                : static_cast<const std::int32_t*>(p.position_ids)[at];
   }
   return p.offsets != nullptr ? p.offsets[place.batch] + place.index : place.index;
+}
+
+/// Plane i of a token at position m: table[i] = af·cos, table[half + i] = ±af·sin, from the
+/// cache row of m or from the exact phase.
+GRAPE_HOST_DEVICE inline void fill_table_plane(const rotate_plan& p, int i, std::int64_t m,
+                                               float* table) {
+  const int half = p.rotary_dim / 2;
+  if (p.cache != nullptr) {
+    const float* row = p.cache + (m - p.cache_first) * p.rotary_dim;
+    table[i] = row[i];
+    table[half + i] = p.sin_sign * row[half + i];
+  } else {
+    const math::sin_cos sc = math::sincos_of_phase(math::phase_at(m, p.turn_fractions[i]));
+    table[i] = p.attention_factor * sc.cos;
+    table[half + i] = p.sin_sign * p.attention_factor * sc.sin;
+  }
 }
 
 }  // namespace grape::cpu::detail

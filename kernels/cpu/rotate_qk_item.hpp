@@ -4,7 +4,6 @@
 // Templated on storage type, compile-time rotary dim (0 = run time) and layout, so the inner loop
 // over planes is a fixed-trip, contiguous, vectorizable loop.
 #include <algorithm>
-#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -49,18 +48,7 @@ inline const float* token_table(const rotate_plan& p, std::int64_t token, token_
   }
   std::int64_t axis_pos[max_axes];
   for (int a = 0; a < p.num_axes; ++a) axis_pos[a] = position_of(p, token, place, a);
-  for (int i = 0; i < half; ++i) {
-    const std::int64_t m = axis_pos[p.plane_axis[i]];
-    if (p.cache != nullptr) {
-      const float* row = p.cache + (m - p.cache_first) * rd;
-      table[i] = row[i];
-      table[half + i] = p.sin_sign * row[half + i];
-    } else {
-      const math::sin_cos sc = math::sincos_of_phase(math::phase_at(m, p.turn_fractions[i]));
-      table[i] = p.attention_factor * sc.cos;
-      table[half + i] = p.sin_sign * p.attention_factor * sc.sin;
-    }
-  }
+  for (int i = 0; i < half; ++i) fill_table_plane(p, i, axis_pos[p.plane_axis[i]], table);
   return table;
 }
 
@@ -87,22 +75,6 @@ inline void rotate_block(const float* x, float* y, const float* __restrict table
   }
 }
 
-/// Swaps the two floats of every pair in a float packet (x0 x1 x2 x3 … → x1 x0 x3 x2 …), through
-/// Eigen's complex-float packet of the same width (pcplxflip).
-template <class F>
-inline F swap_pairs(const F& v) {
-  using C = typename Eigen::internal::packet_traits<std::complex<float>>::type;
-  return Eigen::internal::pcplxflip(C(v)).v;
-}
-
-/// Whether the complex-float packet has the float packet's width (then swap_pairs works).
-template <class F>
-inline constexpr bool pairs_swappable = [] {
-  using C = typename Eigen::internal::packet_traits<std::complex<float>>::type;
-  if constexpr (std::is_same_v<C, std::complex<float>>) return false;
-  else return sizeof(C) == sizeof(F) && Eigen::internal::unpacket_traits<F>::size > 1;
-}();
-
 /// Whether the packet rotation serves (Storage, RotaryDim, Layout): a compile-time dim that is a
 /// whole number of packets (half of it, for half-split). Streaming stores exist only here (the
 /// plan streams only at the specialised dims).
@@ -111,7 +83,7 @@ inline constexpr bool packet_rotation = [] {
   using P = storage_packets<Storage>;
   if constexpr (RotaryDim <= 0 || !P::vectorized) return false;
   else if constexpr (Layout == math::layout_kind::half_split) return (RotaryDim / 2) % P::width == 0;
-  else return RotaryDim % P::width == 0 && pairs_swappable<typename P::wide>;
+  else return RotaryDim % P::width == 0 && P::pairs_swappable;
 }();
 
 /// A token's cos/sin table as packets, loaded once and kept in registers for all its heads

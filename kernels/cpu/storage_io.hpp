@@ -4,8 +4,10 @@
 // vcvtps2ph, AVX-512 BF16 vcvtneps2bf16, or Eigen's integer rounding where the ISA lacks them).
 // Written against Eigen's packet API rather than `.cast<float>()`: GCC 12 compiles Eigen 3.4's
 // array cast of bfloat16 to one scalar load per element (measured: the bf16 kernel ran at 0.3
-// of a copy), while the packet form is one or two instructions per 16 elements.
+// of a copy), while the packet form is one or two instructions per 16 elements. Also the pair
+// swap of the interleaved packet rotation.
 #include <Eigen/Core>
+#include <complex>
 #include <type_traits>
 
 // Packet types are vector types with attributes; passing them as template arguments is what
@@ -23,7 +25,20 @@ struct storage_packets {
   // Vectorized when the storage packet holds as many lanes as a float packet.
   static constexpr bool vectorized =
       width > 1 && width == Eigen::internal::unpacket_traits<wide>::size;
+  // The complex-float packet of the float packet's width, when there is one (then swap_pairs).
+  using complex_wide = typename Eigen::internal::packet_traits<std::complex<float>>::type;
+  static constexpr bool pairs_swappable =
+      !std::is_same_v<complex_wide, std::complex<float>> && sizeof(complex_wide) == sizeof(wide) &&
+      Eigen::internal::unpacket_traits<wide>::size > 1;
 };
+
+/// Swaps the two floats of every pair in a float packet (x0 x1 x2 x3 … → x1 x0 x3 x2 …), through
+/// Eigen's complex-float packet of the same width (pcplxflip).
+template <class F>
+inline F swap_pairs(const F& v) {
+  using C = typename Eigen::internal::packet_traits<std::complex<float>>::type;
+  return Eigen::internal::pcplxflip(C(v)).v;
+}
 
 template <class Storage, int N>
 inline void widen(const Storage* in, float* out) {

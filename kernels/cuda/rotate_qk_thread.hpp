@@ -12,9 +12,7 @@
 #include "cpu/rotate_qk_addressing.hpp"
 #include "cuda/storage.hpp"
 #include "grape/config.hpp"
-#include "grape/math/phase.hpp"
 #include "grape/math/rotate.hpp"
-#include "grape/math/sincos.hpp"
 
 namespace grape::cuda {
 
@@ -57,16 +55,7 @@ struct rotate_token_thread {
     const int half = p.rotary_dim / 2;
     for (int i = tid; i < half; i += nthreads) {
       const int axis = p.plane_axis ? p.plane_axis[i] : 0;
-      const std::int64_t m = position(token, place, axis);
-      if (p.cache != nullptr) {
-        const float* row = p.cache + (m - p.cache_first) * p.rotary_dim;
-        table[i] = row[i];
-        table[half + i] = p.sin_sign * row[half + i];
-      } else {
-        const math::sin_cos sc = math::sincos_of_phase(math::phase_at(m, p.turn_fractions[i]));
-        table[i] = p.attention_factor * sc.cos;
-        table[half + i] = p.sin_sign * p.attention_factor * sc.sin;
-      }
+      cpu::detail::fill_table_plane(p, i, position(token, place, axis), table);
     }
   }
 
