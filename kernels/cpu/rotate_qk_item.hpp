@@ -196,12 +196,12 @@ struct head_run {
 
 /// Every head of Q and K at one token.
 ///
-/// At the specialised dims (64/128/256), Q and K take turns a 4 KiB page of heads at a time, so
-/// that two memory streams are in flight instead of one (in a standalone loop: 1.04–1.08 of a
-/// scale pass over all of Q then all of K, against 0.97–1.0 for that order). float uses the
-/// float path (rotate_block); 16-bit storage, and every streaming call, the packet path with the
-/// table loaded into registers once (packet_table). Other dims: all of Q, then all of K, through
-/// the float path.
+/// At the specialised dims (64/128/256), Q and K take turns, 2 KiB of heads at a time, so that
+/// two memory streams are in flight instead of one. Turns of 2 KiB beat 4 KiB in all 12 paired
+/// comparisons of session 3 (1 and 2 threads, 4096–65536 tokens, by 0.01–0.08 of the baseline)
+/// and 1 KiB in all 6 tried (docs/performance.md). float uses the float path (rotate_block); 16-bit
+/// storage, and every streaming call, the packet path with the table loaded into registers once
+/// (packet_table). Other dims: all of Q, then all of K, through the float path.
 ///
 /// The table must not be reloaded between stores to Q/K: those reloads are ordered falsely
 /// behind stores whose addresses match modulo 4 KiB (measured: 0.55 → 0.9 of the memory
@@ -214,8 +214,9 @@ template <class Storage, int RotaryDim, math::layout_kind Layout, bool Stream>
                                           const float* __restrict table, int rotary_dim,
                                           int head_dim) {
   const int rd = RotaryDim > 0 ? RotaryDim : rotary_dim;
+  constexpr std::int64_t turn_bytes = 2048;
   constexpr std::int64_t turn = std::max<std::int64_t>(
-      1, 4096 / (static_cast<std::int64_t>(sizeof(Storage)) * std::max(RotaryDim, 1)));
+      1, turn_bytes / (static_cast<std::int64_t>(sizeof(Storage)) * std::max(RotaryDim, 1)));
   if constexpr (std::is_same_v<Storage, float> && RotaryDim > 0 && !Stream) {
     if (q.in == q.out && k.in == k.out) {
       // One pointer for loads and stores: the compiler then knows which loads a store cannot
