@@ -25,6 +25,7 @@ struct case_result {
   double best_kernel = 1e30, best_baseline = 1e30;     // seconds
   std::vector<double> paired_streaming;  // out of place: streaming copy / kernel, same iteration
   double best_textbook = 1e30;           // seconds, where measured
+  double best_unfused = 1e30;            // fused cases: the same work in separate passes
   double ratio() const { return quantile(paired, 0.5); }
   double lower_quartile() const { return quantile(paired, 0.25); }
   double upper_quartile() const { return quantile(paired, 0.75); }

@@ -11,8 +11,11 @@
 // over the whole time its size runs, and a stretch of contention on this shared machine lowers
 // every case a little instead of one case a lot (docs/performance.md).
 //
+// Also the fused QK-norm + RoPE + KV-cache write (fused_workloads.hpp) against its same-traffic
+// baseline, with its speedup over the same work in separate passes.
+//
 // Ends with the spread of every case, the target check, and one line per case:
-//   case: NAME ratio_to_baseline: X [speedup_vs_textbook: Y]
+//   case: NAME ratio_to_baseline: X [speedup_vs_textbook: Y] [speedup_vs_unfused: Z]
 // Quick mode (GRAPE_BENCH_QUICK=1 or --quick): 4096 tokens only, fewer rounds.
 // GRAPE_BENCH_ROUNDS / GRAPE_BENCH_PAIRS override the rounds and the iterations per round.
 #include <benchmark/benchmark.h>
@@ -21,11 +24,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "fused_workloads.hpp"
 #include "paired_ratio.hpp"
 #include "rope_workloads.hpp"
 
@@ -45,7 +50,13 @@ struct case_desc {
   int threads;
   bool cached;
   std::int64_t tokens;
+  bool fused = false;  // QK-norm + RoPE + KV-cache write (fused_workloads.hpp)
   std::string name() const {
+    if (fused)
+      return fmt::format("fused_qknorm_kvcache_{}_{}_threads{}_{}_tokens{}",
+                         type == dtype::f32 ? "f32" : "bf16",
+                         layout == layout_kind::half_split ? "halfsplit" : "interleaved", threads,
+                         cached ? "cached" : "onthefly", tokens);
     return fmt::format("rope_{}_{}_{}_threads{}_{}_tokens{}", type == dtype::f32 ? "f32" : "bf16",
                        layout == layout_kind::half_split ? "halfsplit" : "interleaved",
                        inplace ? "inplace" : "outofplace", threads, cached ? "cached" : "onthefly",
@@ -53,7 +64,7 @@ struct case_desc {
   }
   /// The target: f32 half-split in place, ratio >= 0.9 (both threads, both paths).
   bool target() const {
-    return type == dtype::f32 && layout == layout_kind::half_split && inplace;
+    return !fused && type == dtype::f32 && layout == layout_kind::half_split && inplace;
   }
 };
 
@@ -69,34 +80,11 @@ const grape::cpu::rotary_cache& cache_for(layout_kind layout, std::int64_t token
   return cache;
 }
 
-/// One round of one case: `state`'s iterations, each a baseline/kernel pair (out of place, then a
-/// streaming copy, for the secondary ratio). `extras`: also time the textbook form once (it is
-/// slow, about 15–90× the kernel, and only feeds speedup_vs_textbook).
-void run_round(benchmark::State& state, const case_desc& c, bool extras) {
-  workspace& w = workspace_for(c.type, c.tokens);
-  const grape::rotary_spec spec = spec_for(c.layout);
-  const grape::cpu::rotary_cache& cache = cache_for(c.layout, c.tokens);
-  grape::cpu::rotate_qk_args args;
-  args.type = c.type;
-  args.q = {w.q.get(), c.inplace ? w.q.get() : w.q_out.get(), heads, c.tokens * row, 0, row, head_dim};
-  args.k = {w.k.get(), c.inplace ? w.k.get() : w.k_out.get(), heads, c.tokens * row, 0, row, head_dim};
-  args.seq_len = c.tokens;
-  args.position_ids = w.positions.data();
-  args.cache = c.cached ? &cache : nullptr;
-  args.threads = c.threads;
-  case_result& r = results()[c.name()];
-  const auto run_baseline = [&] {
-    const auto t0 = clock_type::now();
-    if (!c.inplace) copy_out(w, c.threads);
-    else if (c.type == dtype::f32) scale_in_place<float>(w, c.threads);
-    else scale_in_place<Eigen::bfloat16>(w, c.threads);
-    return seconds(t0, clock_type::now());
-  };
-  const auto run_kernel = [&] {
-    const auto t0 = clock_type::now();
-    grape::cpu::rotate_qk(spec, args);
-    return seconds(t0, clock_type::now());
-  };
+/// Times `run_baseline` and `run_kernel` back to back in alternating order for each of `state`'s
+/// iterations; records the pairs in r and returns this round's pairs.
+template <class Baseline, class Kernel>
+std::vector<double> time_pairs(benchmark::State& state, case_result& r, Baseline&& run_baseline,
+                               Kernel&& run_kernel, const std::function<void(double)>& after) {
   std::vector<double> round_pairs;
   bool kernel_first = r.paired.size() % 2 == 1;
   for (auto _ : state) {
@@ -114,20 +102,81 @@ void run_round(benchmark::State& state, const case_desc& c, bool extras) {
     r.best_kernel = std::min(r.best_kernel, kernel);
     r.paired.push_back(baseline / kernel);
     round_pairs.push_back(baseline / kernel);
-    if (!c.inplace) {
-      const auto t0 = clock_type::now();
-      stream_copy_out(w, c.threads);
-      r.paired_streaming.push_back(seconds(t0, clock_type::now()) / kernel);
-    }
-    if (extras && !c.inplace) {
-      extras = false;
-      const auto t0 = clock_type::now();
-      if (c.type == dtype::f32) textbook<float>(w, cache, c.layout, c.threads);
-      else textbook<Eigen::bfloat16>(w, cache, c.layout, c.threads);
-      r.best_textbook = std::min(r.best_textbook, seconds(t0, clock_type::now()));
-    }
+    after(kernel);
     state.SetIterationTime(kernel);
   }
+  return round_pairs;
+}
+
+template <class F>
+double timed(F&& f) {
+  const auto t0 = clock_type::now();
+  f();
+  return seconds(t0, clock_type::now());
+}
+
+/// One round of a fused case: the fused call against its same-traffic baseline; `extras`: the
+/// unfused passes once.
+void run_fused_round(benchmark::State& state, const case_desc& c, bool extras) {
+  fused_workspace& w = fused_workspace_for(c.type, c.tokens);
+  const grape::rotary_spec spec = spec_for(c.layout);
+  grape::cpu::qk_rms_norm norm;
+  grape::cpu::kv_cache_write kv;
+  const grape::cpu::rotate_qk_args args = fused_args(w, c.threads, norm, kv);
+  case_result& r = results()[c.name()];
+  const bool f32 = c.type == dtype::f32;
+  const auto round_pairs = time_pairs(
+      state, r,
+      [&] { return timed([&] { f32 ? fused_baseline<float>(w, c.threads) : fused_baseline<Eigen::bfloat16>(w, c.threads); }); },
+      [&] { return timed([&] { grape::cpu::rotate_qk(spec, args); }); },
+      [&](double) {
+        if (!extras) return;
+        extras = false;
+        r.best_unfused = std::min(r.best_unfused, timed([&] {
+          f32 ? unfused<float>(w, spec, c.threads) : unfused<Eigen::bfloat16>(w, spec, c.threads);
+        }));
+      });
+  state.SetBytesProcessed(static_cast<std::int64_t>(w.traffic()) * state.iterations());
+  state.counters["round_ratio"] = quantile(round_pairs, 0.5);
+  state.counters["ratio_so_far"] = r.ratio();
+  if (r.best_unfused < 1e30) state.counters["speedup_vs_unfused"] = r.best_unfused / r.best_kernel;
+}
+
+/// One round of one case: `state`'s iterations, each a baseline/kernel pair (out of place, then a
+/// streaming copy, for the secondary ratio). `extras`: also time the textbook form once (it is
+/// slow, about 15–90× the kernel, and only feeds speedup_vs_textbook).
+void run_round(benchmark::State& state, const case_desc& c, bool extras) {
+  if (c.fused) return run_fused_round(state, c, extras);
+  workspace& w = workspace_for(c.type, c.tokens);
+  const grape::rotary_spec spec = spec_for(c.layout);
+  const grape::cpu::rotary_cache& cache = cache_for(c.layout, c.tokens);
+  grape::cpu::rotate_qk_args args;
+  args.type = c.type;
+  args.q = {w.q.get(), c.inplace ? w.q.get() : w.q_out.get(), heads, c.tokens * row, 0, row, head_dim};
+  args.k = {w.k.get(), c.inplace ? w.k.get() : w.k_out.get(), heads, c.tokens * row, 0, row, head_dim};
+  args.seq_len = c.tokens;
+  args.position_ids = w.positions.data();
+  args.cache = c.cached ? &cache : nullptr;
+  args.threads = c.threads;
+  case_result& r = results()[c.name()];
+  const auto run_baseline = [&] {
+    return timed([&] {
+      if (!c.inplace) copy_out(w, c.threads);
+      else if (c.type == dtype::f32) scale_in_place<float>(w, c.threads);
+      else scale_in_place<Eigen::bfloat16>(w, c.threads);
+    });
+  };
+  const auto run_kernel = [&] { return timed([&] { grape::cpu::rotate_qk(spec, args); }); };
+  const auto round_pairs = time_pairs(state, r, run_baseline, run_kernel, [&](double kernel) {
+    if (c.inplace) return;
+    r.paired_streaming.push_back(timed([&] { stream_copy_out(w, c.threads); }) / kernel);
+    if (!extras) return;
+    extras = false;
+    r.best_textbook = std::min(r.best_textbook, timed([&] {
+      if (c.type == dtype::f32) textbook<float>(w, cache, c.layout, c.threads);
+      else textbook<Eigen::bfloat16>(w, cache, c.layout, c.threads);
+    }));
+  });
   const double traffic = 2.0 * 2.0 * static_cast<double>(w.bytes());  // Q and K, read + write
   state.SetBytesProcessed(static_cast<std::int64_t>(traffic) * state.iterations());
   state.counters["round_ratio"] = quantile(round_pairs, 0.5);
@@ -178,6 +227,8 @@ void print_summary(const std::vector<case_desc>& cases) {
     std::string line = fmt::format("case: {} ratio_to_baseline: {:.3f}", c.name(), r.ratio());
     if (!c.inplace && r.best_textbook < 1e30)
       line += fmt::format(" speedup_vs_textbook: {:.2f}", r.best_textbook / r.best_kernel);
+    if (c.fused && r.best_unfused < 1e30)
+      line += fmt::format(" speedup_vs_unfused: {:.2f}", r.best_unfused / r.best_kernel);
     fmt::print("{}\n", line);
   }
 }
@@ -208,6 +259,11 @@ int main(int argc, char** argv) {
           for (int threads : {1, 2})
             for (bool cached : {false, true})
               cases.push_back({type, layout, inplace, threads, cached, tokens});
+  // The fused QK-norm + RoPE + KV-cache write (Q in place, half-split, on the fly).
+  for (std::int64_t tokens : sizes)
+    for (dtype type : {dtype::f32, dtype::bf16})
+      for (int threads : {1, 2})
+        cases.push_back({type, layout_kind::half_split, true, threads, false, tokens, true});
 
   // Registration order is run order: sizes in turn, and within a size `rounds` shuffled passes
   // over its cases (fixed seed: the same order in every run).

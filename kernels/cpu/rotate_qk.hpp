@@ -6,7 +6,8 @@
 //   packed varlen:   t·token_stride + h·head_stride + c,   t = cu_seqlens[b] + s
 // so [batch, seq, heads, dim], [batch, heads, seq, dim] and [total_tokens, heads, dim] are three
 // choices of strides (in elements, 64-bit). Channels are contiguous. `out` is either `in` (in
-// place) or a buffer that does not overlap `in`; it uses the same strides.
+// place) or a buffer that does not overlap `in`; it uses the same strides. Q and K (and V) may
+// be views of one packed QKV buffer: their elements must be disjoint (not checked).
 //
 // Positions: per-token ids [num_axes, total_tokens] (int32 or int64), where the token index is
 // b·seq_len + s (padded) or t (varlen); or per-sequence offsets (KV-cache decode:
@@ -61,6 +62,43 @@ struct rotary_cache {
                             std::int64_t first_position = 0);
 };
 
+/// Per-head RMSNorm of Q and K before the rotation (the QK-norm of Qwen3 and Gemma 3):
+///   x ← x / sqrt(mean over the head's head_dim channels of x² + eps) · w
+/// with w[c] = weight[c], or 1 + weight[c] with `unit_offset` (Gemma's convention). Float32
+/// arithmetic; the output is rounded to the storage type once, after the rotation. Forward only.
+struct qk_rms_norm {
+  const float* q_weight = nullptr;  // [head_dim]; nullptr: Q is rotated without a norm
+  const float* k_weight = nullptr;  // [head_dim]; nullptr: K is rotated without a norm
+  float eps = 1e-6f;                // > 0 and finite
+  bool unit_offset = false;
+};
+
+/// One tensor of a paged KV cache. Slot s of the cache (s = block·block_size + offset) holds a
+/// token's heads; element (s, head h, channel c) lies at
+///   block·block_stride + offset·slot_stride + h·head_stride + c.
+/// NHD pages [blocks, block_size, heads, head_dim] and HND pages [blocks, heads, block_size,
+/// head_dim] are two choices of strides; a flat [slots, heads, head_dim] cache is block_size 1.
+struct paged_cache {
+  void* data = nullptr;             // same storage type as Q and K
+  std::int64_t size = 0;            // elements addressable from data: the bounds check
+  std::int64_t block_stride = 0;
+  std::int64_t slot_stride = 0;
+  std::int64_t head_stride = 0;
+};
+
+/// The KV-cache write fused into rotate_qk (vLLM's reshape_and_cache, FlashInfer's append with
+/// RoPE, ggml's ROPE + SET_ROWS): token t's rotated K heads go to slot slot_mapping[t] of `k`, and
+/// its V heads, copied unchanged, to the same slot of `v`. A slot of −1 skips the token (padding).
+/// Rotated K is also written to args.k.out unless that is null. Forward only.
+struct kv_cache_write {
+  const std::int64_t* slot_mapping = nullptr;  // [total_tokens], in [−1, blocks·block_size), no repeats
+  std::int64_t blocks = 0;
+  std::int64_t block_size = 0;
+  paged_cache k;
+  paged_cache v;                    // data == nullptr: V is not written
+  qk_tensor values;                 // V: in, heads (= k.heads), size and strides as Q/K; out unused
+};
+
 struct rotate_qk_args {
   dtype type = dtype::f32;
   qk_tensor q;
@@ -75,13 +113,15 @@ struct rotate_qk_args {
   const rotary_cache* cache = nullptr;          // cached cos/sin path when set, else on the fly
   int threads = 0;                              // OpenMP threads; 0 = the OpenMP default
   store_policy stores = store_policy::automatic;
+  const qk_rms_norm* qk_norm = nullptr;         // fused per-head RMSNorm before the rotation
+  const kv_cache_write* kv_cache = nullptr;     // fused write of rotated K and of V into a cache
 };
 
-/// Rotates Q and K by the spec's angles.
+/// Rotates Q and K by the spec's angles (after the QK-norm, and into the KV cache, when set).
 void rotate_qk(const rotary_spec& spec, const rotate_qk_args& args);
 
 /// Backward of rotate_qk: reads dL/d(out) from `in` and writes dL/d(in) to `out` (rotation by
-/// −angle, times attention_factor). Same arguments otherwise.
+/// −angle, times attention_factor). Same arguments otherwise; qk_norm and kv_cache must be null.
 void rotate_qk_backward(const rotary_spec& spec, const rotate_qk_args& args);
 
 /// dL/dθ_i, i < rotary_dim/2, summed over tokens and heads of Q and K and written to

@@ -65,6 +65,8 @@ void accumulate(const detail::rotate_plan& p, const void* grad_q, const void* gr
 void rotate_qk_inv_freq_grad(const rotary_spec& spec, const rotate_qk_args& forward,
                              const void* grad_q, const void* grad_k, double* grad_inv_freq) {
   if (grad_inv_freq == nullptr) throw input_error("grad_inv_freq is null");
+  if (forward.qk_norm != nullptr || forward.kv_cache != nullptr)
+    throw input_error("qk_norm and kv_cache are forward-only: pass null to rotate_qk_inv_freq_grad");
   if (forward.q.heads > 0 && grad_q == nullptr) throw input_error("grad_q is null");
   if (forward.k.heads > 0 && grad_k == nullptr) throw input_error("grad_k is null");
   // The forward arguments are validated with out = in (the gradients share their strides).

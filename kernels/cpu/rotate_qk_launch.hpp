@@ -1,12 +1,27 @@
 #pragma once
-// Dispatch of a rotate plan to the compile-time (rotary dim, layout) instantiations.
+// Dispatch of a rotate plan to the compile-time (rotary dim, layout) instantiations, plain or
+// fused (QK-norm, KV-cache write).
 #include "cpu/launch.hpp"
+#include "cpu/rotate_qk_fused_item.hpp"
 #include "cpu/rotate_qk_item.hpp"
 
 namespace grape::cpu::detail {
 
+template <class Storage, int RotaryDim, math::layout_kind Layout>
+void run_rotate_fused(const rotate_plan& p) {
+  using item = rotate_token_fused<Storage, RotaryDim, Layout>;
+  launch_items(p.total_tokens, item::scratch_floats(p), p.threads, item{p});
+}
+
 template <class Storage, int RotaryDim>
 void run_rotate_dim(const rotate_plan& p) {
+  if (p.fused.active()) {
+    if (p.layout == math::layout_kind::half_split)
+      run_rotate_fused<Storage, RotaryDim, math::layout_kind::half_split>(p);
+    else
+      run_rotate_fused<Storage, RotaryDim, math::layout_kind::interleaved>(p);
+    return;
+  }
   if (p.layout == math::layout_kind::half_split)
     launch_items(p.total_tokens, p.rotary_dim, p.threads,
                  rotate_token<Storage, RotaryDim, math::layout_kind::half_split>{p});

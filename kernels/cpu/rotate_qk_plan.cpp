@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include "cpu/rotate_qk_item.hpp"
 #include "cpu/rotate_qk_plan.hpp"
@@ -18,23 +20,42 @@ __extension__ typedef __int128 wide_int;  // sizes and spans without overflow
 
 [[noreturn]] void fail(const std::string& what) { throw input_error(what); }
 
-struct extent_stride {
-  std::int64_t extent;
-  std::int64_t stride;
-};
+}  // namespace
 
-std::size_t element_bytes(dtype t) { return t == dtype::f32 ? 4 : 2; }
+std::int64_t distinct_span(const std::string& name, const char* entries,
+                           std::array<extent_stride, 4> dims, int count, std::int64_t inner) {
+  // Sorted by stride, each dimension must step over everything spanned by the smaller ones
+  // (starting from the `inner` contiguous channels): then no two entries share an element, so
+  // in-place writes and parallel tokens never collide.
+  // Insertion sort of at most 4 entries (std::sort of a run-time prefix draws a false
+  // -Warray-bounds from GCC 12).
+  for (int i = 1; i < count; ++i)
+    for (int j = i; j > 0 && dims[j].stride < dims[j - 1].stride; --j) std::swap(dims[j], dims[j - 1]);
+  wide_int span = inner;
+  for (int i = 0; i < count; ++i) {
+    if (dims[i].extent <= 1) continue;
+    if (static_cast<wide_int>(dims[i].stride) < span)
+      fail(name + ": strides make " + entries + " overlap (stride " +
+           std::to_string(dims[i].stride) + " < " + std::to_string(static_cast<std::int64_t>(span)) +
+           " elements)");
+    span += static_cast<wide_int>(dims[i].extent - 1) * dims[i].stride;
+    if (span > std::numeric_limits<std::int64_t>::max())
+      fail(name + ": strides address more than 2^63 elements");
+  }
+  return static_cast<std::int64_t>(span);
+}
 
-void check_operand(const std::string& name, const qk_tensor& t, const rotate_plan& p,
-                   std::int64_t max_seq, dtype type) {
+std::int64_t check_operand(const std::string& name, const qk_tensor& t, const rotate_plan& p,
+                           std::int64_t max_seq, dtype type, bool out_optional) {
   if (t.heads < 0) fail(name + ".heads is negative");
-  if (t.heads == 0) return;
+  if (t.heads == 0) return 0;
   if (t.in == nullptr) fail(name + ".in is null");
-  if (t.out == nullptr) fail(name + ".out is null");
+  if (t.out == nullptr && !out_optional) fail(name + ".out is null");
   if (t.size < 0) fail(name + ".size is negative");
   if (t.token_stride < 0) fail(name + ".token_stride is negative");
   if (t.head_stride < 0) fail(name + ".head_stride is negative");
   if (t.batch_stride < 0) fail(name + ".batch_stride is negative");
+  if (p.total_tokens == 0) return 0;
   std::array<extent_stride, 4> dims{};
   int count = 0;
   dims[count++] = {t.heads, t.head_stride};
@@ -44,31 +65,21 @@ void check_operand(const std::string& name, const qk_tensor& t, const rotate_pla
     dims[count++] = {max_seq, t.token_stride};
     dims[count++] = {p.batch, t.batch_stride};
   }
-  // Sorted by stride, each dimension must step over everything spanned by the smaller ones
-  // (starting from the head_dim contiguous channels): then no two (token, head, channel) share
-  // an element, so in-place writes and parallel tokens never collide.
-  std::sort(dims.begin(), dims.begin() + count,
-            [](const extent_stride& a, const extent_stride& b) { return a.stride < b.stride; });
-  wide_int span = p.head_dim;
-  for (int i = 0; i < count; ++i) {
-    if (dims[i].extent <= 1 || p.total_tokens == 0) continue;
-    if (static_cast<wide_int>(dims[i].stride) < span)
-      fail(name + ": strides make heads or tokens overlap (stride " +
-           std::to_string(dims[i].stride) + " < " + std::to_string(static_cast<long long>(span)) +
-           " elements)");
-    span += static_cast<wide_int>(dims[i].extent - 1) * dims[i].stride;
-  }
-  if (p.total_tokens > 0 && span > static_cast<wide_int>(t.size))
+  const std::int64_t span = distinct_span(name, "heads or tokens", dims, count, p.head_dim);
+  if (span > t.size)
     fail(name + ".size (" + std::to_string(t.size) + ") is smaller than the " +
-         std::to_string(static_cast<long long>(span)) + " elements the strides address");
-  if (t.out != t.in && p.total_tokens > 0) {
+         std::to_string(span) + " elements the strides address");
+  if (t.out != nullptr && t.out != t.in) {
     const auto a = reinterpret_cast<std::uintptr_t>(t.in);
     const auto b = reinterpret_cast<std::uintptr_t>(t.out);
     const auto bytes = static_cast<std::uintptr_t>(span) * element_bytes(type);
     if ((a < b ? b - a : a - b) < bytes)
       fail(name + ".out overlaps " + name + ".in without being equal to it");
   }
+  return span;
 }
+
+namespace {
 
 /// The largest cache this CPU sees, from sysfs (what lscpu reports: the L3 slice of this core
 /// complex), else 32 MiB. Not sysconf(_SC_LEVEL3_CACHE_SIZE): in a VM here it reported the host's
@@ -245,13 +256,15 @@ owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args)
   p.k = {args.k.in, args.k.out, args.k.heads, args.k.batch_stride, args.k.token_stride,
          args.k.head_stride};
   check_operand("q", args.q, p, max_seq, args.type);
-  check_operand("k", args.k, p, max_seq, args.type);
+  check_operand("k", args.k, p, max_seq, args.type, /*out_optional=*/args.kv_cache != nullptr);
   p.turn_fractions = o.turn_fractions.data();
   p.plane_axis = o.plane_axis.empty() ? nullptr : o.plane_axis.data();
   if (args.stores != store_policy::automatic && args.stores != store_policy::streaming &&
       args.stores != store_policy::cached)
     fail("stores is not a known store_policy");
-  p.stream_stores = use_streaming_stores(args, p);
+  plan_fused(args, max_seq, o);
+  // The fused body writes through ordinary stores (cache slots are scattered rows).
+  p.stream_stores = !p.fused.active() && use_streaming_stores(args, p);
   return o;
 }
 

@@ -2,7 +2,10 @@
 // A validated rotate_qk call: plain pointers, sizes and strides, ready for the per-token body.
 // Built on the host by make_rotate_plan (all argument checks live there); the per-token body
 // trusts it. Holds no Eigen or std::vector so the same body can run in a CUDA kernel.
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cpu/rotate_qk.hpp"
@@ -18,6 +21,27 @@ struct qk_operand {
   std::int64_t batch_stride = 0;
   std::int64_t token_stride = 0;
   std::int64_t head_stride = 0;
+};
+
+/// A paged cache resolved by the plan: element (slot, head, channel) at
+/// (slot / block_size)·block_stride + (slot % block_size)·slot_stride + head·head_stride + channel.
+struct cache_operand {
+  void* data = nullptr;
+  std::int64_t block_stride = 0;
+  std::int64_t slot_stride = 0;
+  std::int64_t head_stride = 0;
+};
+
+/// The fused extras of a call (rotate_qk_fused_item.hpp); all null in a plain rotation.
+struct fused_plan {
+  const float* q_norm = nullptr;              // RMSNorm multipliers [head_dim] (1 + w baked in)
+  const float* k_norm = nullptr;
+  float norm_eps = 0.0f;
+  const std::int64_t* slots = nullptr;        // set: K (and V) are written to the caches
+  std::int64_t block_size = 1;
+  cache_operand k_cache, v_cache;             // v_cache.data == nullptr: V is not written
+  qk_operand v;                               // V's input (out unused)
+  bool active() const { return q_norm != nullptr || k_norm != nullptr || slots != nullptr; }
 };
 
 struct rotate_plan {
@@ -41,17 +65,42 @@ struct rotate_plan {
   std::int64_t cache_first = 0;               // position of the cache's first row
   int threads = 0;
   bool stream_stores = false;                 // out of place, aligned: non-temporal stores
+  fused_plan fused;                           // QK-norm, KV-cache write
 };
 
 /// Host-side storage the plan points into (turn fractions) plus the plan itself.
 struct owned_plan {
   std::vector<math::phase_t> turn_fractions;
   std::vector<int> plane_axis;
+  std::vector<float> q_norm, k_norm;
   rotate_plan plan;
 };
 
 /// Checks every argument (throws grape::input_error naming it) and resolves the plan.
 owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args);
+
+struct extent_stride {
+  std::int64_t extent;
+  std::int64_t stride;
+};
+
+/// Elements spanned by `inner` contiguous channels repeated over `dims` (any order), after
+/// checking that no two entries of the view share an element (else throws, naming `name` and
+/// the `entries` that would overlap).
+std::int64_t distinct_span(const std::string& name, const char* entries,
+                           std::array<extent_stride, 4> dims, int count, std::int64_t inner);
+
+/// Checks one Q/K/V operand against the plan's tokens (strides, size, in/out overlap) and returns
+/// the elements it spans (0 when it has no heads or there are no tokens). `out_optional`: a null
+/// `out` is allowed (K written only to a KV cache).
+std::int64_t check_operand(const std::string& name, const qk_tensor& t, const rotate_plan& p,
+                           std::int64_t max_seq, dtype type, bool out_optional = false);
+
+/// Checks args.qk_norm and args.kv_cache (rotate_qk_fused_plan.cpp) and fills plan.fused.
+void plan_fused(const rotate_qk_args& args, std::int64_t max_seq, owned_plan& o);
+
+/// Bytes per element of a storage type.
+inline std::size_t element_bytes(dtype t) { return t == dtype::f32 ? 4 : 2; }
 
 /// Turn fractions of the spec's inverse frequencies (validated: finite).
 std::vector<math::phase_t> turn_fractions_of(const rotary_spec& spec);

@@ -66,6 +66,32 @@ inline void narrow(const float* in, Storage* out) {
   }
 }
 
+/// widen for a run-time count n: whole packets, then the tail one element at a time.
+template <class Storage>
+inline void widen_n(const Storage* in, float* out, int n) {
+  using P = storage_packets<Storage>;
+  int i = 0;
+  if constexpr (!std::is_same_v<Storage, float> && P::vectorized)
+    for (; i + P::width <= n; i += P::width)
+      Eigen::internal::pstoreu(
+          out + i, Eigen::internal::pcast<typename P::storage, typename P::wide>(
+                       Eigen::internal::ploadu<typename P::storage>(in + i)));
+  for (; i < n; ++i) out[i] = static_cast<float>(in[i]);
+}
+
+/// narrow for a run-time count n (round to nearest even).
+template <class Storage>
+inline void narrow_n(const float* in, Storage* out, int n) {
+  using P = storage_packets<Storage>;
+  int i = 0;
+  if constexpr (!std::is_same_v<Storage, float> && P::vectorized)
+    for (; i + P::width <= n; i += P::width)
+      Eigen::internal::pstoreu(out + i,
+                               Eigen::internal::pcast<typename P::wide, typename P::storage>(
+                                   Eigen::internal::ploadu<typename P::wide>(in + i)));
+  for (; i < n; ++i) out[i] = static_cast<Storage>(in[i]);
+}
+
 }  // namespace grape::cpu::detail
 
 #pragma GCC diagnostic pop

@@ -32,6 +32,8 @@ void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rot
   if (static_cast<int>(spec.inv_freq.size()) != spec.rotary_dim / 2)
     throw input_error("spec.inv_freq: must hold rotary_dim / 2 values");
   if (args.cache != nullptr) throw input_error("cache: pass the device cache through device_rotary, not args.cache");
+  if (args.qk_norm != nullptr || args.kv_cache != nullptr)
+    throw input_error("qk_norm, kv_cache: the fused QK-norm and KV-cache write are CPU-only so far; pass null");
   if (device_error_flag == nullptr) throw input_error("device_error_flag: must not be null");
   validate_operand("q", args.q, spec.head_dim);
   validate_operand("k", args.k, spec.head_dim);

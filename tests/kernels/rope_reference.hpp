@@ -112,116 +112,171 @@ inline operand_layout layout_of(const rope_case& c, std::int64_t heads, std::int
   return o;
 }
 
-inline rope_result run_rope_case(const rope_case& c) {
-  std::mt19937_64 rng(c.seed);
-  std::uniform_real_distribution<double> unit(-1.0, 1.0);
-  const rotary_spec spec = spec_of(c);
-  const bool varlen = c.tl == tensor_layout::varlen;
-  const std::int64_t batch = varlen ? static_cast<std::int64_t>(c.lens.size()) : c.batch;
-  std::vector<std::int64_t> cu(1, 0);
-  for (std::int64_t b = 0; b < batch; ++b) cu.push_back(cu.back() + (varlen ? c.lens[b] : c.seq_len));
-  const std::int64_t total = cu.back();
-
-  // Positions: per token and axis (what the reference uses), and what the kernel is given.
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(c.num_axes) * total);
-  std::vector<std::int64_t> offsets(batch, 0);
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const std::int64_t len = cu[b + 1] - cu[b];
-    if (c.pm == pos_mode::offsets)
-      offsets[b] = std::uniform_int_distribution<std::int64_t>(0, c.max_pos - len)(rng);
-    for (std::int64_t s = 0; s < len; ++s)
-      for (int a = 0; a < c.num_axes; ++a) {
-        std::int64_t m = s;
-        if (c.pm == pos_mode::offsets) m = offsets[b] + s;
-        if (c.pm == pos_mode::ids32 || c.pm == pos_mode::ids64)
-          m = std::uniform_int_distribution<std::int64_t>(0, c.max_pos - 1)(rng);
-        pos[a * total + cu[b] + s] = m;
-      }
-  }
-  std::vector<std::int32_t> pos32(pos.begin(), pos.end());
-
-  const std::int64_t seq_len = varlen ? 0 : c.seq_len;
-  const operand_layout ol[2] = {layout_of(c, c.hq, total, seq_len), layout_of(c, c.hk, total, seq_len)};
-  byte_buffer in[2], out[2];
-  for (int o = 0; o < 2; ++o) {
-    in[o].resize(ol[o].size * dtype_bytes(c.type));
-    for (std::int64_t i = 0; i < ol[o].size; ++i) store_value(c.type, in[o], i, unit(rng));
-    out[o].resize(in[o].size());
-    for (std::int64_t i = 0; i < ol[o].size; ++i) store_value(c.type, out[o], i, 7.0);
-  }
-  const byte_buffer in_before[2] = {in[0], in[1]};
-  const byte_buffer out_before[2] = {out[0], out[1]};
-
-  cpu::rotate_qk_args args;
-  args.type = c.type;
-  cpu::qk_tensor* t[2] = {&args.q, &args.k};
-  for (int o = 0; o < 2; ++o) {
-    t[o]->in = in[o].data();
-    t[o]->out = c.inplace ? static_cast<void*>(in[o].data()) : out[o].data();
-    t[o]->heads = ol[o].heads;
-    t[o]->size = ol[o].size;
-    t[o]->token_stride = ol[o].token_stride;
-    t[o]->head_stride = ol[o].head_stride;
-    t[o]->batch_stride = ol[o].batch_stride;
-  }
-  args.batch = batch;
-  args.seq_len = seq_len;
-  if (varlen) args.cu_seqlens = cu.data();
-  if (c.pm == pos_mode::ids64) { args.position_ids = pos.data(); args.position_type = cpu::index_type::i64; }
-  if (c.pm == pos_mode::ids32) { args.position_ids = pos32.data(); args.position_type = cpu::index_type::i32; }
-  if (c.pm == pos_mode::offsets) args.offsets = offsets.data();
-  args.max_position = c.max_pos;
-  args.threads = c.threads;
-  args.stores = c.stores;
+/// The buffers, positions and arguments of one case, ready for a kernel call (pointers in
+/// `args` point into this object, hence not copyable).
+struct rope_setup {
+  rope_case c;
+  rotary_spec spec;
+  bool varlen = false;
+  std::int64_t batch = 0, seq_len = 0, total = 0;
+  std::vector<std::int64_t> cu{0};
+  std::vector<std::int64_t> pos;      // [num_axes, total]: what the reference uses
+  std::vector<std::int32_t> pos32;
+  std::vector<std::int64_t> offsets;
+  operand_layout ol[2];
+  byte_buffer in[2], out[2];          // Q, K
+  byte_buffer in_before[2], out_before[2];
   cpu::rotary_cache cache;
-  if (c.cached) {
-    cache = cpu::rotary_cache::build(spec, c.max_pos);
-    args.cache = &cache;
+  cpu::rotate_qk_args args;
+  std::mt19937_64 rng;
+
+  explicit rope_setup(const rope_case& rc) : c(rc), spec(spec_of(rc)), rng(rc.seed) {
+    std::uniform_real_distribution<double> unit(-1.0, 1.0);
+    varlen = c.tl == tensor_layout::varlen;
+    batch = varlen ? static_cast<std::int64_t>(c.lens.size()) : c.batch;
+    for (std::int64_t b = 0; b < batch; ++b) cu.push_back(cu.back() + (varlen ? c.lens[b] : c.seq_len));
+    total = cu.back();
+
+    // Positions: per token and axis (what the reference uses), and what the kernel is given.
+    pos.resize(static_cast<std::size_t>(c.num_axes) * total);
+    offsets.assign(batch, 0);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t len = cu[b + 1] - cu[b];
+      if (c.pm == pos_mode::offsets)
+        offsets[b] = std::uniform_int_distribution<std::int64_t>(0, c.max_pos - len)(rng);
+      for (std::int64_t s = 0; s < len; ++s)
+        for (int a = 0; a < c.num_axes; ++a) {
+          std::int64_t m = s;
+          if (c.pm == pos_mode::offsets) m = offsets[b] + s;
+          if (c.pm == pos_mode::ids32 || c.pm == pos_mode::ids64)
+            m = std::uniform_int_distribution<std::int64_t>(0, c.max_pos - 1)(rng);
+          pos[a * total + cu[b] + s] = m;
+        }
+    }
+    pos32.assign(pos.begin(), pos.end());
+
+    seq_len = varlen ? 0 : c.seq_len;
+    ol[0] = layout_of(c, c.hq, total, seq_len);
+    ol[1] = layout_of(c, c.hk, total, seq_len);
+    for (int o = 0; o < 2; ++o) {
+      in[o] = random_buffer(ol[o].size, unit);
+      out[o].resize(in[o].size());
+      for (std::int64_t i = 0; i < ol[o].size; ++i) store_value(c.type, out[o], i, 7.0);
+      in_before[o] = in[o];
+      out_before[o] = out[o];
+    }
+
+    args.type = c.type;
+    cpu::qk_tensor* t[2] = {&args.q, &args.k};
+    for (int o = 0; o < 2; ++o) {
+      t[o]->in = in[o].data();
+      t[o]->out = c.inplace ? static_cast<void*>(in[o].data()) : out[o].data();
+      set_strides(*t[o], ol[o]);
+    }
+    args.batch = batch;
+    args.seq_len = seq_len;
+    if (varlen) args.cu_seqlens = cu.data();
+    if (c.pm == pos_mode::ids64) { args.position_ids = pos.data(); args.position_type = cpu::index_type::i64; }
+    if (c.pm == pos_mode::ids32) { args.position_ids = pos32.data(); args.position_type = cpu::index_type::i32; }
+    if (c.pm == pos_mode::offsets) args.offsets = offsets.data();
+    args.max_position = c.max_pos;
+    args.threads = c.threads;
+    args.stores = c.stores;
+    if (c.cached) {
+      cache = cpu::rotary_cache::build(spec, c.max_pos);
+      args.cache = &cache;
+    }
   }
+  rope_setup(const rope_setup&) = delete;
+  rope_setup& operator=(const rope_setup&) = delete;
+
+  byte_buffer random_buffer(std::int64_t elements, std::uniform_real_distribution<double>& unit) {
+    byte_buffer b(elements * dtype_bytes(c.type));
+    for (std::int64_t i = 0; i < elements; ++i) store_value(c.type, b, i, unit(rng));
+    return b;
+  }
+
+  static void set_strides(cpu::qk_tensor& t, const operand_layout& o) {
+    t.heads = o.heads;
+    t.size = o.size;
+    t.token_stride = o.token_stride;
+    t.head_stride = o.head_stride;
+    t.batch_stride = o.batch_stride;
+  }
+
+  /// Element offset of (token, head) in operand o's buffers (sequence b, index s of the token).
+  std::int64_t head_base(int o, std::int64_t b, std::int64_t s, std::int64_t h) const {
+    const std::int64_t tok = cu[b] + s;
+    const std::int64_t row = varlen ? tok * ol[o].token_stride
+                                    : b * ol[o].batch_stride + s * ol[o].token_stride;
+    return row + h * ol[o].head_stride;
+  }
+
+  /// The rotation angle of plane i at flat token tok, in double (no phase arithmetic).
+  double angle(std::int64_t tok, int i) const {
+    const int axis = spec.plane_axis.empty() ? 0 : spec.plane_axis[i];
+    return static_cast<double>(pos[axis * total + tok]) * spec.inv_freq[i];
+  }
+
+  /// Rotates head_dim channels x (double) of flat token tok in place: planes by their angle
+  /// (times `sign`), times the attention factor; pass-through channels untouched.
+  void rotate_reference(std::vector<double>& x, std::int64_t tok, double sign) const {
+    const int half = c.rotary_dim / 2;
+    for (int i = 0; i < half; ++i) {
+      const int c0 = c.layout == math::layout_kind::half_split ? i : 2 * i;
+      const int c1 = c.layout == math::layout_kind::half_split ? i + half : 2 * i + 1;
+      const double a = angle(tok, i);
+      const double cs = c.factor * std::cos(a), sn = sign * c.factor * std::sin(a);
+      const double x0 = x[c0], x1 = x[c1];
+      x[c0] = x0 * cs - x1 * sn;
+      x[c1] = x1 * cs + x0 * sn;
+    }
+  }
+};
+
+/// Compares a buffer with its expectation: r.max_error gathers the error of the elements marked
+/// `owned` (absolute, or relative to max(1, |expected|) with `relative`); every other element
+/// must be exactly as expected (r.other_mismatches counts those that are not).
+inline void compare_buffer(cpu::dtype type, const byte_buffer& got, const std::vector<double>& expect,
+                           const std::vector<char>& owned, bool relative, rope_result& r) {
+  for (std::size_t i = 0; i < expect.size(); ++i) {
+    const double g = load_value(type, got, static_cast<std::int64_t>(i));
+    const double scale = relative ? std::max(1.0, std::abs(expect[i])) : 1.0;
+    if (owned[i]) r.max_error = std::max(r.max_error, std::abs(g - expect[i]) / scale);
+    else if (!(g == expect[i])) ++r.other_mismatches;
+  }
+}
+
+inline rope_result run_rope_case(const rope_case& c) {
+  rope_setup s(c);
   rope_result r;
-  r.streamed = cpu::detail::make_rotate_plan(spec, args).plan.stream_stores;
-  if (c.backward) cpu::rotate_qk_backward(spec, args);
-  else cpu::rotate_qk(spec, args);
+  r.streamed = cpu::detail::make_rotate_plan(s.spec, s.args).plan.stream_stores;
+  if (c.backward) cpu::rotate_qk_backward(s.spec, s.args);
+  else cpu::rotate_qk(s.spec, s.args);
 
   // Expected buffer contents: start from what the output buffer held, then set every element the
   // kernel owns.
   r.tolerance = default_tolerance(c.type, c.factor);
-  const int half = c.rotary_dim / 2;
   const double sign = c.backward ? -1.0 : 1.0;
   for (int o = 0; o < 2; ++o) {
-    const byte_buffer& before = c.inplace ? in_before[o] : out_before[o];
-    const byte_buffer& got = c.inplace ? in[o] : out[o];
-    std::vector<double> expect(ol[o].size);
-    std::vector<char> rotated(ol[o].size, 0);
-    for (std::int64_t i = 0; i < ol[o].size; ++i) expect[i] = load_value(c.type, before, i);
-    for (std::int64_t b = 0; b < batch; ++b)
-      for (std::int64_t s = 0; s < cu[b + 1] - cu[b]; ++s) {
-        const std::int64_t tok = cu[b] + s;
-        const std::int64_t row = varlen ? tok * ol[o].token_stride
-                                        : b * ol[o].batch_stride + s * ol[o].token_stride;
-        for (std::int64_t h = 0; h < ol[o].heads; ++h) {
-          const std::int64_t base = row + h * ol[o].head_stride;
-          for (int ch = c.rotary_dim; ch < c.head_dim; ++ch)
-            expect[base + ch] = load_value(c.type, in_before[o], base + ch);
-          for (int i = 0; i < half; ++i) {
-            const int c0 = c.layout == math::layout_kind::half_split ? i : 2 * i;
-            const int c1 = c.layout == math::layout_kind::half_split ? i + half : 2 * i + 1;
-            const int axis = spec.plane_axis.empty() ? 0 : spec.plane_axis[i];
-            const double angle = static_cast<double>(pos[axis * total + tok]) * spec.inv_freq[i];
-            const double cs = c.factor * std::cos(angle), sn = sign * c.factor * std::sin(angle);
-            const double x0 = load_value(c.type, in_before[o], base + c0);
-            const double x1 = load_value(c.type, in_before[o], base + c1);
-            expect[base + c0] = x0 * cs - x1 * sn;
-            expect[base + c1] = x1 * cs + x0 * sn;
-            rotated[base + c0] = rotated[base + c1] = 1;
+    const byte_buffer& before = c.inplace ? s.in_before[o] : s.out_before[o];
+    const byte_buffer& got = c.inplace ? s.in[o] : s.out[o];
+    std::vector<double> expect(s.ol[o].size);
+    std::vector<char> rotated(s.ol[o].size, 0);
+    for (std::int64_t i = 0; i < s.ol[o].size; ++i) expect[i] = load_value(c.type, before, i);
+    std::vector<double> x(c.head_dim);
+    for (std::int64_t b = 0; b < s.batch; ++b)
+      for (std::int64_t t = 0; t < s.cu[b + 1] - s.cu[b]; ++t)
+        for (std::int64_t h = 0; h < s.ol[o].heads; ++h) {
+          const std::int64_t base = s.head_base(o, b, t, h);
+          for (int ch = 0; ch < c.head_dim; ++ch) x[ch] = load_value(c.type, s.in_before[o], base + ch);
+          s.rotate_reference(x, s.cu[b] + t, sign);
+          for (int ch = 0; ch < c.head_dim; ++ch) {
+            expect[base + ch] = x[ch];
+            rotated[base + ch] = ch < c.rotary_dim;  // pass-through channels: exact copies
           }
         }
-      }
-    for (std::int64_t i = 0; i < ol[o].size; ++i) {
-      const double g = load_value(c.type, got, i);
-      if (rotated[i]) r.max_error = std::max(r.max_error, std::abs(g - expect[i]));
-      else if (!(g == expect[i])) ++r.other_mismatches;
-    }
+    compare_buffer(c.type, got, expect, rotated, /*relative=*/false, r);
   }
   return r;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/rotate_qk.hpp"
+#include "expect_input_error.hpp"
 #include "grape/detail/error.hpp"
 
 namespace grape::test {
@@ -28,22 +29,11 @@ struct fixture {
     args.seq_len = 4;
     args.position_ids = pos.data();
   }
+  std::vector<std::vector<float>> buffers() const { return {q, k}; }
 };
 
 void expect_error(const std::function<void(fixture&)>& mutate, const std::string& names) {
-  fixture f;
-  mutate(f);
-  const std::vector<float> q0 = f.q, k0 = f.k;
-  try {
-    cpu::rotate_qk(f.spec, f.args);
-    ADD_FAILURE() << "no error; expected one naming " << names;
-  } catch (const input_error& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind("grape: ", 0), 0u) << what;
-    EXPECT_NE(what.find(names), std::string::npos) << what << " (expected to name " << names << ")";
-  }
-  EXPECT_EQ(f.q, q0);  // nothing written
-  EXPECT_EQ(f.k, k0);
+  expect_input_error<fixture>(mutate, names);
 }
 
 TEST(rotate_qk_errors, spec) {

@@ -16,8 +16,11 @@ TEST(Builtins, EveryClaimedLawHolds) {
     using E = typename decltype(t)::type;
     const auto report = check<E>(check_options{});
     EXPECT_TRUE(report.passed()) << report.table();
-    for (law l : all_laws)
-      if (E::claims.contains(l)) EXPECT_NE(report.find(l), nullptr) << E::name << " claims " << to_string(l) << " but it was not checked";
+    for (law l : all_laws) {
+      if (E::claims.contains(l)) {
+        EXPECT_NE(report.find(l), nullptr) << E::name << " claims " << to_string(l) << " but it was not checked";
+      }
+    }
   });
 }
 
