@@ -101,7 +101,7 @@ struct rotate_token_fused {
     const token_place place = locate_token(p, token);
     const float* table = token_table<RotaryDim>(p, token, place, scratch);
     const fused_plan& f = p.fused;
-    const std::int64_t slot = f.slots != nullptr ? f.slots[token] : -1;
+    const std::int64_t slot = f.write_cache ? f.slots[token] : -1;
     Storage* const k_row = slot >= 0 ? cache_head(f.k_cache, slot, 0) : nullptr;
     const operand_heads ops[2] = {heads_of(p.q, token, place, nullptr, 0, f.q_norm),
                                   heads_of(p.k, token, place, k_row, f.k_cache.head_stride, f.k_norm)};

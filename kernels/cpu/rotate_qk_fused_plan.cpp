@@ -149,6 +149,7 @@ void plan_cache(const kv_cache_write& w, const rotate_qk_args& args, std::int64_
   if (p.total_tokens > 0) check_slots(w.slot_mapping, p.total_tokens, slots);
 
   fused_plan& f = p.fused;
+  f.write_cache = true;
   f.slots = w.slot_mapping;
   f.block_size = w.block_size;
   f.k_cache = {w.k.data, w.k.block_stride, w.k.slot_stride, w.k.head_stride};

@@ -37,11 +37,12 @@ struct fused_plan {
   const float* q_norm = nullptr;              // RMSNorm multipliers [head_dim] (1 + w baked in)
   const float* k_norm = nullptr;
   float norm_eps = 0.0f;
-  const std::int64_t* slots = nullptr;        // set: K (and V) are written to the caches
+  bool write_cache = false;                   // K (and V) are written to the caches
+  const std::int64_t* slots = nullptr;        // [total_tokens] with write_cache
   std::int64_t block_size = 1;
   cache_operand k_cache, v_cache;             // v_cache.data == nullptr: V is not written
   qk_operand v;                               // V's input (out unused)
-  bool active() const { return q_norm != nullptr || k_norm != nullptr || slots != nullptr; }
+  bool active() const { return q_norm != nullptr || k_norm != nullptr || write_cache; }
 };
 
 struct rotate_plan {
