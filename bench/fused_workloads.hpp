@@ -15,7 +15,6 @@
 #include <memory>
 #include <numeric>
 #include <random>
-#include <type_traits>
 #include <vector>
 
 #include "cpu/rotate_qk.hpp"
@@ -143,20 +142,7 @@ void scale_q(fused_workspace& w, int threads) {
   T* q = reinterpret_cast<T*>(w.q.get());
   const std::int64_t row = w.q_row();
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t t = 0; t < w.tokens; ++t) {
-    if constexpr (std::is_same_v<T, float>) {
-#pragma omp simd
-      for (std::int64_t i = 0; i < row; ++i) q[t * row + i] *= s;
-    } else {
-      for (std::int64_t c = 0; c < row; c += head_dim) {
-        alignas(64) float buf[head_dim];
-        grape::cpu::detail::widen<T, head_dim>(q + t * row + c, buf);
-#pragma omp simd
-        for (int i = 0; i < head_dim; ++i) buf[i] *= s;
-        grape::cpu::detail::narrow<T, head_dim>(buf, q + t * row + c);
-      }
-    }
-  }
+  for (std::int64_t t = 0; t < w.tokens; ++t) scale_row(q + t * row, row, s);
 }
 
 template <class T>
@@ -169,14 +155,13 @@ template <class T>
 void unfused(fused_workspace& w, const grape::rotary_spec& spec, int threads) {
   rms_norm_heads(reinterpret_cast<T*>(w.q.get()), w.tokens, fused_q_heads, w.q_weight.data(), threads);
   rms_norm_heads(reinterpret_cast<T*>(w.k.get()), w.tokens, fused_kv_heads, w.k_weight.data(), threads);
-  grape::cpu::rotate_qk_args a;
-  a.type = w.type;
-  const std::int64_t qr = w.q_row(), kr = w.kv_row(), n = w.tokens;
-  a.q = {w.q.get(), w.q.get(), fused_q_heads, n * qr, 0, qr, head_dim};
-  a.k = {w.k.get(), w.k.get(), fused_kv_heads, n * kr, 0, kr, head_dim};
-  a.seq_len = n;
-  a.position_ids = w.positions.data();
-  a.threads = threads;
+  // The fused call's arguments without the fusions: K rotated in place.
+  grape::cpu::qk_rms_norm norm;
+  grape::cpu::kv_cache_write kv;
+  grape::cpu::rotate_qk_args a = fused_args(w, threads, norm, kv);
+  a.k.out = w.k.get();
+  a.qk_norm = nullptr;
+  a.kv_cache = nullptr;
   grape::cpu::rotate_qk(spec, a);
   copy_to_cache(w, threads);
 }

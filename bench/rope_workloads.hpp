@@ -90,28 +90,32 @@ inline grape::rotary_spec spec_for(layout_kind layout) {
 
 inline volatile float runtime_one = 1.0f;  // the baseline's scale: not foldable by the compiler
 
+/// Scales n elements (a multiple of head_dim) in place by s: the in-place baselines' pass.
+/// Through the kernel's own widen/narrow helpers, so that the bf16 conversions cost the same.
+template <class T>
+[[gnu::always_inline]] inline void scale_row(T* x, std::int64_t n, float s) {
+  if constexpr (std::is_same_v<T, float>) {
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
+  } else {
+    for (std::int64_t c = 0; c < n; c += head_dim) {
+      alignas(64) float buf[head_dim];
+      grape::cpu::detail::widen<T, head_dim>(x + c, buf);
+#pragma omp simd
+      for (int i = 0; i < head_dim; ++i) buf[i] *= s;
+      grape::cpu::detail::narrow<T, head_dim>(buf, x + c);
+    }
+  }
+}
+
 template <class T>
 void scale_in_place(workspace& w, int threads) {
-  // Through the kernel's own widen/narrow helpers, so that the bf16 conversions cost the same.
   const float s = runtime_one;
   T* q = reinterpret_cast<T*>(w.q.get());
   T* k = reinterpret_cast<T*>(w.k.get());
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t t = 0; t < w.tokens; ++t)
-    for (T* x : {q + t * row, k + t * row}) {
-      if constexpr (std::is_same_v<T, float>) {
-#pragma omp simd
-        for (std::int64_t i = 0; i < row; ++i) x[i] *= s;
-      } else {
-        for (std::int64_t c = 0; c < row; c += head_dim) {
-          alignas(64) float buf[head_dim];
-          grape::cpu::detail::widen<T, head_dim>(x + c, buf);
-#pragma omp simd
-          for (int i = 0; i < head_dim; ++i) buf[i] *= s;
-          grape::cpu::detail::narrow<T, head_dim>(buf, x + c);
-        }
-      }
-    }
+    for (T* x : {q + t * row, k + t * row}) scale_row(x, row, s);
 }
 
 inline void copy_out(workspace& w, int threads) {

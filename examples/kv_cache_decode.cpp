@@ -58,7 +58,7 @@ std::vector<float> logits_after_decode(std::int64_t first) {
     kv.slot_mapping = slots.data();             // one slot per token, -1 skips it
     args.qk_norm = &norm;
     args.kv_cache = &kv;
-        grape::cpu::rotate_qk(spec, args);
+    grape::cpu::rotate_qk(spec, args);
   }
   std::vector<float> logits;
   const float* q_new = q.data() + 6 * q_heads * head_dim;  // head 0 of the decode token

@@ -64,12 +64,12 @@ inline void fused_head_packets(const Storage* x, Storage* y, Storage* y2,
   if constexpr (Layout == math::layout_kind::half_split) {
 #pragma GCC unroll 16
     for (int j = 0; j < n / 2; ++j) {
-      r[j] = ei::pmadd(v[j], t.cos[j], ei::pnegate(ei::pmul(v[j + n / 2], t.sin[j])));
-      r[j + n / 2] = ei::pmadd(v[j + n / 2], t.cos[j], ei::pmul(v[j], t.sin[j]));
+      r[j] = rotate_split_first(v[j], v[j + n / 2], t.cos[j], t.sin[j]);
+      r[j + n / 2] = rotate_split_second(v[j], v[j + n / 2], t.cos[j], t.sin[j]);
     }
   } else {
 #pragma GCC unroll 16
-    for (int j = 0; j < n; ++j) r[j] = ei::pmadd(v[j], t.cos[j], ei::pmul(swap_pairs(v[j]), t.sin[j]));
+    for (int j = 0; j < n; ++j) r[j] = rotate_interleaved_packet(v[j], t.cos[j], t.sin[j]);
   }
   if constexpr (Norm)
 #pragma GCC unroll 16

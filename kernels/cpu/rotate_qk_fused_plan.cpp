@@ -96,7 +96,7 @@ void check_slots(const std::int64_t* slot_mapping, std::int64_t tokens, std::int
 }
 
 void plan_cache(const kv_cache_write& w, const rotate_qk_args& args, std::int64_t max_seq,
-                owned_plan& o) {
+                operand_spans spans, owned_plan& o) {
   rotate_plan& p = o.plan;
   const std::size_t eb = element_bytes(args.type);
   if (args.k.heads == 0) fail("kv_cache is set but k.heads is 0 (the cache stores K)");
@@ -117,13 +117,12 @@ void plan_cache(const kv_cache_write& w, const rotate_qk_args& args, std::int64_
          std::to_string(args.k.heads) + ")");
 
   std::vector<byte_range> inputs, caches;
-  inputs.push_back(range_of("q", args.q.in, check_operand("q", args.q, p, max_seq, args.type), eb));
+  inputs.push_back(range_of("q", args.q.in, spans.q, eb));
   if (args.q.out != args.q.in)
-    inputs.push_back(range_of("q.out", args.q.out, inputs.back().end - inputs.back().begin, 1));
-  inputs.push_back(range_of("k", args.k.in,
-                            check_operand("k", args.k, p, max_seq, args.type, true), eb));
+    inputs.push_back(range_of("q.out", args.q.out, spans.q, eb));
+  inputs.push_back(range_of("k", args.k.in, spans.k, eb));
   if (args.k.out != nullptr && args.k.out != args.k.in)
-    inputs.push_back(range_of("k.out", args.k.out, inputs.back().end - inputs.back().begin, 1));
+    inputs.push_back(range_of("k.out", args.k.out, spans.k, eb));
   caches.push_back(range_of("kv_cache.k", w.k.data,
                             check_cache("kv_cache.k", w.k, args.k.heads, w.blocks, w.block_size,
                                         p.head_dim), eb));
@@ -162,9 +161,10 @@ void plan_cache(const kv_cache_write& w, const rotate_qk_args& args, std::int64_
 
 }  // namespace
 
-void plan_fused(const rotate_qk_args& args, std::int64_t max_seq, owned_plan& o) {
+void plan_fused(const rotate_qk_args& args, std::int64_t max_seq, operand_spans spans,
+                owned_plan& o) {
   if (args.qk_norm != nullptr) plan_norm(*args.qk_norm, args, o);
-  if (args.kv_cache != nullptr) plan_cache(*args.kv_cache, args, max_seq, o);
+  if (args.kv_cache != nullptr) plan_cache(*args.kv_cache, args, max_seq, spans, o);
 }
 
 }  // namespace grape::cpu::detail

@@ -125,6 +125,28 @@ struct packet_table {
   }
 };
 
+/// The packet rotation, shared by every packet body. Half-split: x0 holds channels of the first
+/// half, x1 the matching channels of the second; y0 = x0·cos − x1·sin, y1 = x1·cos + x0·sin (two
+/// functions, so a caller can store y0 before computing y1).
+template <class F>
+inline F rotate_split_first(const F& x0, const F& x1, const F& cos, const F& sin) {
+  namespace ei = Eigen::internal;
+  return ei::pmadd(x0, cos, ei::pnegate(ei::pmul(x1, sin)));
+}
+
+template <class F>
+inline F rotate_split_second(const F& x0, const F& x1, const F& cos, const F& sin) {
+  namespace ei = Eigen::internal;
+  return ei::pmadd(x1, cos, ei::pmul(x0, sin));
+}
+
+/// Interleaved: pairs sit side by side, cos = (c0 c0 c1 c1 …), sin = (−s0 s0 −s1 s1 …).
+template <class F>
+inline F rotate_interleaved_packet(const F& x, const F& cos, const F& sin) {
+  namespace ei = Eigen::internal;
+  return ei::pmadd(x, cos, ei::pmul(swap_pairs(x), sin));
+}
+
 /// One head in packets: each packet of channels is loaded (widened from 16-bit storage), rotated
 /// and stored (narrowed) in registers, with ordinary or streaming stores. Same arithmetic as
 /// rotate_block: y0 = fma(x0, cos, −x1·sin), y1 = fma(x1, cos, x0·sin). In place is safe: each
@@ -147,15 +169,15 @@ inline void rotate_packets(const Storage* x, Storage* y,
       const int i = j * P::width;
       const F x0 = ei::pcast<S, F>(ei::ploadu<S>(x + i));
       const F x1 = ei::pcast<S, F>(ei::ploadu<S>(x + half + i));
-      store(y + i, ei::pmadd(x0, t.cos[j], ei::pnegate(ei::pmul(x1, t.sin[j]))));
-      store(y + half + i, ei::pmadd(x1, t.cos[j], ei::pmul(x0, t.sin[j])));
+      store(y + i, rotate_split_first(x0, x1, t.cos[j], t.sin[j]));
+      store(y + half + i, rotate_split_second(x0, x1, t.cos[j], t.sin[j]));
     }
   } else {
 #pragma GCC unroll 16
     for (int j = 0; j < t.count; ++j) {
       const int i = j * P::width;
       const F v = ei::pcast<S, F>(ei::ploadu<S>(x + i));
-      store(y + i, ei::pmadd(v, t.cos[j], ei::pmul(swap_pairs(v), t.sin[j])));
+      store(y + i, rotate_interleaved_packet(v, t.cos[j], t.sin[j]));
     }
   }
 }

@@ -255,14 +255,15 @@ owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args)
          args.q.head_stride};
   p.k = {args.k.in, args.k.out, args.k.heads, args.k.batch_stride, args.k.token_stride,
          args.k.head_stride};
-  check_operand("q", args.q, p, max_seq, args.type);
-  check_operand("k", args.k, p, max_seq, args.type, /*out_optional=*/args.kv_cache != nullptr);
+  const operand_spans spans{
+      check_operand("q", args.q, p, max_seq, args.type),
+      check_operand("k", args.k, p, max_seq, args.type, /*out_optional=*/args.kv_cache != nullptr)};
   p.turn_fractions = o.turn_fractions.data();
   p.plane_axis = o.plane_axis.empty() ? nullptr : o.plane_axis.data();
   if (args.stores != store_policy::automatic && args.stores != store_policy::streaming &&
       args.stores != store_policy::cached)
     fail("stores is not a known store_policy");
-  plan_fused(args, max_seq, o);
+  plan_fused(args, max_seq, spans, o);
   // The fused body writes through ordinary stores (cache slots are scattered rows).
   p.stream_stores = !p.fused.active() && use_streaming_stores(args, p);
   return o;

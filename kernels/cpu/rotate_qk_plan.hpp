@@ -97,8 +97,15 @@ std::int64_t distinct_span(const std::string& name, const char* entries,
 std::int64_t check_operand(const std::string& name, const qk_tensor& t, const rotate_plan& p,
                            std::int64_t max_seq, dtype type, bool out_optional = false);
 
-/// Checks args.qk_norm and args.kv_cache (rotate_qk_fused_plan.cpp) and fills plan.fused.
-void plan_fused(const rotate_qk_args& args, std::int64_t max_seq, owned_plan& o);
+/// The elements Q and K span (check_operand's results), for the cache overlap checks.
+struct operand_spans {
+  std::int64_t q, k;
+};
+
+/// Checks args.qk_norm and args.kv_cache (rotate_qk_fused_plan.cpp) and fills plan.fused; Q and
+/// K themselves are already checked (their spans given).
+void plan_fused(const rotate_qk_args& args, std::int64_t max_seq, operand_spans spans,
+                owned_plan& o);
 
 /// Bytes per element of a storage type.
 inline std::size_t element_bytes(dtype t) { return t == dtype::f32 ? 4 : 2; }

@@ -40,33 +40,7 @@ inline F swap_pairs(const F& v) {
   return Eigen::internal::pcplxflip(C(v)).v;
 }
 
-template <class Storage, int N>
-inline void widen(const Storage* in, float* out) {
-  using P = storage_packets<Storage>;
-  if constexpr (!std::is_same_v<Storage, float> && P::vectorized && N % P::width == 0) {
-    for (int i = 0; i < N; i += P::width)
-      Eigen::internal::pstoreu(
-          out + i, Eigen::internal::pcast<typename P::storage, typename P::wide>(
-                       Eigen::internal::ploadu<typename P::storage>(in + i)));
-  } else {
-    for (int i = 0; i < N; ++i) out[i] = static_cast<float>(in[i]);
-  }
-}
-
-template <class Storage, int N>
-inline void narrow(const float* in, Storage* out) {
-  using P = storage_packets<Storage>;
-  if constexpr (!std::is_same_v<Storage, float> && P::vectorized && N % P::width == 0) {
-    for (int i = 0; i < N; i += P::width)
-      Eigen::internal::pstoreu(out + i,
-                               Eigen::internal::pcast<typename P::wide, typename P::storage>(
-                                   Eigen::internal::ploadu<typename P::wide>(in + i)));
-  } else {
-    for (int i = 0; i < N; ++i) out[i] = static_cast<Storage>(in[i]);
-  }
-}
-
-/// widen for a run-time count n: whole packets, then the tail one element at a time.
+/// Widens n elements to float32: whole packets, then the tail one element at a time.
 template <class Storage>
 inline void widen_n(const Storage* in, float* out, int n) {
   using P = storage_packets<Storage>;
@@ -79,7 +53,7 @@ inline void widen_n(const Storage* in, float* out, int n) {
   for (; i < n; ++i) out[i] = static_cast<float>(in[i]);
 }
 
-/// narrow for a run-time count n (round to nearest even).
+/// Narrows n float32 values to the storage type (round to nearest even), packets then the tail.
 template <class Storage>
 inline void narrow_n(const float* in, Storage* out, int n) {
   using P = storage_packets<Storage>;
@@ -90,6 +64,17 @@ inline void narrow_n(const float* in, Storage* out, int n) {
                                Eigen::internal::pcast<typename P::wide, typename P::storage>(
                                    Eigen::internal::ploadu<typename P::wide>(in + i)));
   for (; i < n; ++i) out[i] = static_cast<Storage>(in[i]);
+}
+
+/// widen / narrow of a compile-time count N (the specialised dims): the same loops, unrolled.
+template <class Storage, int N>
+inline void widen(const Storage* in, float* out) {
+  widen_n(in, out, N);
+}
+
+template <class Storage, int N>
+inline void narrow(const float* in, Storage* out) {
+  narrow_n(in, out, N);
 }
 
 }  // namespace grape::cpu::detail
