@@ -11,7 +11,8 @@
 // over the whole time its size runs, and a stretch of contention on this shared machine lowers
 // every case a little instead of one case a lot (docs/performance.md).
 //
-// Also the fused QK-norm + RoPE + KV-cache write (fused_workloads.hpp) against its same-traffic
+// Also every other representation through cpu::rotate_qk(instance, args)
+// (representation_workloads.hpp) against the in-place pass, and the fused QK-norm + RoPE + KV-cache write (fused_workloads.hpp) against its same-traffic
 // baseline, with its speedup over the same work in separate passes.
 //
 // Ends with the spread of every case, the target check, and one line per case:
@@ -32,6 +33,7 @@
 
 #include "fused_workloads.hpp"
 #include "paired_ratio.hpp"
+#include "representation_workloads.hpp"
 #include "rope_workloads.hpp"
 
 namespace grape_bench {
@@ -51,7 +53,10 @@ struct case_desc {
   bool cached;
   std::int64_t tokens;
   bool fused = false;  // QK-norm + RoPE + KV-cache write (fused_workloads.hpp)
+  std::string representation;  // non-empty: representation_workloads.hpp (f32 in place)
   std::string name() const {
+    if (!representation.empty())
+      return fmt::format("representation_{}_f32_inplace_threads{}_tokens{}", representation, threads, tokens);
     if (fused)
       return fmt::format("fused_qknorm_kvcache_{}_{}_threads{}_{}_tokens{}",
                          type == dtype::f32 ? "f32" : "bf16",
@@ -64,7 +69,7 @@ struct case_desc {
   }
   /// The target: f32 half-split in place, ratio >= 0.9 (both threads, both paths).
   bool target() const {
-    return !fused && type == dtype::f32 && layout == layout_kind::half_split && inplace;
+    return !fused && representation.empty() && type == dtype::f32 && layout == layout_kind::half_split && inplace;
   }
 };
 
@@ -142,11 +147,29 @@ void run_fused_round(benchmark::State& state, const case_desc& c, bool extras) {
   if (r.best_unfused < 1e30) state.counters["speedup_vs_unfused"] = r.best_unfused / r.best_kernel;
 }
 
+/// One round of a representation case: the instance call against the in-place memory pass.
+void run_representation_round(benchmark::State& state, const case_desc& c) {
+  workspace& w = workspace_for(dtype::f32, c.tokens);
+  grape::cpu::rotate_qk_args args;
+  args.q = {w.q.get(), w.q.get(), heads, c.tokens * row, 0, row, head_dim};
+  args.k = {w.k.get(), w.k.get(), heads, c.tokens * row, 0, row, head_dim};
+  args.seq_len = c.tokens;
+  args.threads = c.threads;
+  case_result& r = results()[c.name()];
+  const auto round_pairs = time_pairs(
+      state, r, [&] { return timed([&] { scale_in_place<float>(w, c.threads); }); },
+      [&] { return timed([&] { run_representation(c.representation, args); }); }, [](double) {});
+  state.SetBytesProcessed(static_cast<std::int64_t>(4.0 * static_cast<double>(w.bytes())) * state.iterations());
+  state.counters["round_ratio"] = quantile(round_pairs, 0.5);
+  state.counters["ratio_so_far"] = r.ratio();
+}
+
 /// One round of one case: `state`'s iterations, each a baseline/kernel pair (out of place, then a
 /// streaming copy, for the secondary ratio). `extras`: also time the textbook form once (it is
 /// slow, about 15–90× the kernel, and only feeds speedup_vs_textbook).
 void run_round(benchmark::State& state, const case_desc& c, bool extras) {
   if (c.fused) return run_fused_round(state, c, extras);
+  if (!c.representation.empty()) return run_representation_round(state, c);
   workspace& w = workspace_for(c.type, c.tokens);
   const grape::rotary_spec spec = spec_for(c.layout);
   const grape::cpu::rotary_cache& cache = cache_for(c.layout, c.tokens);
@@ -258,12 +281,17 @@ int main(int argc, char** argv) {
         for (bool inplace : {true, false})
           for (int threads : {1, 2})
             for (bool cached : {false, true})
-              cases.push_back({type, layout, inplace, threads, cached, tokens});
+              cases.push_back({type, layout, inplace, threads, cached, tokens, false, {}});
   // The fused QK-norm + RoPE + KV-cache write (Q in place, half-split, on the fly).
   for (std::int64_t tokens : sizes)
     for (dtype type : {dtype::f32, dtype::bf16})
       for (int threads : {1, 2})
-        cases.push_back({type, layout_kind::half_split, true, threads, false, tokens, true});
+        cases.push_back({type, layout_kind::half_split, true, threads, false, tokens, true, {}});
+
+  // Every representation through the instance road (f32 in place, the first size only).
+  for (const std::string& rep : representation_names())
+    for (int threads : {1, 2})
+      cases.push_back({dtype::f32, layout_kind::half_split, true, threads, false, sizes.front(), false, rep});
 
   // Registration order is run order: sizes in turn, and within a size `rounds` shuffled passes
   // over its cases (fixed seed: the same order in every run).

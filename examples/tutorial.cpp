@@ -5,33 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <vector>
 
-#include "cyclic_group.hpp"
+#include "cpu/encode_qk.hpp"
 #include "grape/check/checker.hpp"
-#include "grape/encoding.hpp"
-#include "grape/inject/rotate_qk.hpp"
-#include "grape/rep/rotation_planes.hpp"
-
-// 1. The encoding: group x representation x injection, plus its claims and parameters.
-template <bool Periodic>
-struct hour_of_day_rope : grape::encoding<cyclic<24>, grape::rotation_planes<1>,
-                                          grape::rotate_qk<grape::layout_kind::half_split>> {
-  static constexpr std::string_view name = Periodic ? "hour_of_day_rope" : "hour_of_day_rope_broken";
-  static constexpr std::string_view summary = "RoPE on a 24-step cycle";
-  static constexpr grape::law_set claims = grape::rotary_laws;
-  static constexpr std::int64_t position_limit = 24;
-
-  struct params {
-    int head_dim;
-  };
-  static params random_params(std::mt19937_64& rng) { return {2 * std::uniform_int_distribution<int>(1, 8)(rng)}; }
-  static instance make(const params& p) {
-    std::vector<double> inv_freq(p.head_dim / 2);
-    for (int i = 0; i < p.head_dim / 2; ++i)
-      inv_freq[i] = Periodic ? 2 * M_PI * (i + 1) / 24.0 : std::pow(10000.0, -2.0 * i / p.head_dim);
-    return {grape::rotation_planes<1>::from_inv_freq(inv_freq), p.head_dim, 1.0};
-  }
-};
+#include "hour_of_day_rope.hpp"
 
 int main() {
   // 2. Check it: every claimed law, random content, positions and parameters.
@@ -43,8 +21,28 @@ int main() {
   const auto broken = grape::check<hour_of_day_rope<false>>(grape::check_options{});
   std::printf("%s\n", broken.table().c_str());
 
+  // 4. Run it: the same rotate_qk call as RoPE's, with every option it takes (strides, GQA,
+  // varlen, dtypes). Q at hour 23 with K at hour 1 scores as Q at hour 0 with K at hour 2.
+  const auto hours = hour_of_day_rope<true>::make({8});
+  const std::vector<std::int64_t> hour = {23, 1, 0, 2};  // one position per token
+  std::vector<float> q(4 * 8), k(4 * 8);
+  for (int i = 0; i < 32; ++i) q[i] = std::cos(i % 8 + 1.0f), k[i] = std::sin(i % 8 + 2.0f);
+  grape::cpu::rotate_qk_args args;
+  args.q = {q.data(), q.data(), /*heads=*/1, /*size=*/32, /*batch_stride=*/0, /*token_stride=*/8, /*head_stride=*/8};
+  args.k = {k.data(), k.data(), 1, 32, 0, 8, 8};
+  args.seq_len = 4;
+  args.position_ids = hour.data();
+  grape::cpu::rotate_qk(hours, args);
+  const auto score = [&](int m, int n) {
+    float s = 0;
+    for (int c = 0; c < 8; ++c) s += q[m * 8 + c] * k[n * 8 + c];
+    return s;
+  };
+  std::printf("score(23 -> 1) = %.6f, score(0 -> 2) = %.6f\n", score(0, 1), score(2, 3));
+  const bool wraps = std::abs(score(0, 1) - score(2, 3)) < 1e-5f;
+
   const auto* h = broken.find(grape::law::homomorphism);
-  const bool ok = good.passed() && !broken.passed() && h && h->status == grape::law_status::fails && h->example;
+  const bool ok = good.passed() && !broken.passed() && h && h->status == grape::law_status::fails && h->example && wraps;
   std::printf("tutorial: %s\n", ok ? "as expected" : "UNEXPECTED");
   return ok ? 0 : 1;
 }

@@ -23,8 +23,7 @@ void rotate_qk(const rotary_spec& spec, const rotate_qk_args& args) {
 }
 
 void rotate_qk_backward(const rotary_spec& spec, const rotate_qk_args& args) {
-  if (args.qk_norm != nullptr || args.kv_cache != nullptr)
-    throw input_error("qk_norm and kv_cache are forward-only: pass null to rotate_qk_backward");
+  detail::require_forward_extras_absent(args);
   // R(φ)ᵀ = R(−φ): the same kernel with the sine negated; the factor multiplies both again.
   detail::owned_plan owned = detail::make_rotate_plan(spec, args);
   owned.plan.sin_sign = -1.0f;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/fused_head_io.hpp"
 #include "cpu/rotate_qk_item.hpp"
 #include "cpu/storage_io.hpp"
 
@@ -102,7 +103,7 @@ struct rotate_token_fused {
     const float* table = token_table<RotaryDim>(p, token, place, scratch);
     const fused_plan& f = p.fused;
     const std::int64_t slot = f.write_cache ? f.slots[token] : -1;
-    Storage* const k_row = slot >= 0 ? cache_head(f.k_cache, slot, 0) : nullptr;
+    Storage* const k_row = slot >= 0 ? cache_head<Storage>(p, f.k_cache, slot, 0) : nullptr;
     const operand_heads ops[2] = {heads_of(p.q, token, place, nullptr, 0, f.q_norm),
                                   heads_of(p.k, token, place, k_row, f.k_cache.head_stride, f.k_norm)};
     if constexpr (packet_rotation<Storage, RotaryDim, Layout>) {
@@ -120,7 +121,7 @@ struct rotate_token_fused {
             });
           }
         }
-        copy_values(token, place, slot);
+        copy_values<Storage>(p, token, place, slot);
         return;
       }
     }
@@ -129,7 +130,7 @@ struct rotate_token_fused {
       for_each_head(o, [&](const Storage* x, Storage* y, Storage* y2) {
         transform_head(x, y, y2, o.norm, table, head);
       });
-    copy_values(token, place, slot);
+    copy_values<Storage>(p, token, place, slot);
   }
 
   /// An operand's heads at one token; cache_row: its cache slot's first head, or null.
@@ -149,39 +150,12 @@ struct rotate_token_fused {
               o.y2 ? o.y2 + h * o.cache_stride : nullptr);
   }
 
-  /// V heads of a cached token, copied unchanged to its slot.
-  void copy_values(std::int64_t token, token_place place, std::int64_t slot) const {
-    const fused_plan& f = p.fused;
-    if (slot < 0 || f.v_cache.data == nullptr) return;
-    const auto* in = static_cast<const Storage*>(f.v.in) + token_offset(f.v, p, token, place);
-    const auto head_bytes = sizeof(Storage) * static_cast<std::size_t>(p.head_dim);
-    if (f.v.head_stride == p.head_dim && f.v_cache.head_stride == p.head_dim) {  // one row
-      std::memcpy(cache_head(f.v_cache, slot, 0), in, head_bytes * static_cast<std::size_t>(f.v.heads));
-      return;
-    }
-    for (std::int64_t h = 0; h < f.v.heads; ++h)
-      std::memcpy(cache_head(f.v_cache, slot, h), in + h * f.v.head_stride, head_bytes);
-  }
-
-  Storage* cache_head(const cache_operand& c, std::int64_t slot, std::int64_t h) const {
-    const std::int64_t bs = p.fused.block_size;
-    return static_cast<Storage*>(c.data) + (slot / bs) * c.block_stride +
-           (slot % bs) * c.slot_stride + h * c.head_stride;
-  }
-
   /// One head: x → [norm] → rotate → y and y2 (either may be null; y may equal x).
   void transform_head(const Storage* x, Storage* y, Storage* y2, const float* norm,
                       const float* __restrict table, float* __restrict buf) const {
     const int d = p.head_dim;
     widen_n(x, buf, d);
-    if (norm != nullptr) {
-      float squares = 0.0f;
-#pragma omp simd reduction(+ : squares)
-      for (int c = 0; c < d; ++c) squares += buf[c] * buf[c];
-      const float inv_rms = 1.0f / std::sqrt(squares / static_cast<float>(d) + p.fused.norm_eps);
-#pragma omp simd
-      for (int c = 0; c < d; ++c) buf[c] *= inv_rms * norm[c];
-    }
+    if (norm != nullptr) rms_norm_in_place(buf, d, norm, p.fused.norm_eps);
     rotate_block<RotaryDim, Layout>(buf, buf, table, RotaryDim > 0 ? RotaryDim : p.rotary_dim);
     if (y != nullptr) narrow_n(buf, y, d);
     if (y2 != nullptr) narrow_n(buf, y2, d);

@@ -220,7 +220,7 @@ struct head_run {
 ///
 /// At the specialised dims (64/128/256), Q and K take turns, 2 KiB of heads at a time, so that
 /// two memory streams are in flight instead of one. Turns of 2 KiB beat 4 KiB in all 12 paired
-/// comparisons of session 3 (1 and 2 threads, 4096–65536 tokens, by 0.01–0.08 of the baseline)
+/// comparisons on 2026-12-02 (88ac594; 1 and 2 threads, 4096–65536 tokens, by 0.01–0.08 of the baseline)
 /// and 1 KiB in all 6 tried (docs/performance.md). float uses the float path (rotate_block); 16-bit
 /// storage, and every streaming call, the packet path with the table loaded into registers once
 /// (packet_table). Other dims: all of Q, then all of K, through the float path.
@@ -244,7 +244,7 @@ template <class Storage, int RotaryDim, math::layout_kind Layout, bool Stream>
       // One pointer for loads and stores: the compiler then knows which loads a store cannot
       // touch and schedules them early (measured on this function alone: 0.93 → 1.0 of the
       // baseline). Written out here on purpose: the same loops in an inline helper measured
-      // 0.68–0.70 (cause not found).
+      // 0.68–0.70.
       for (std::int64_t h0 = 0; h0 < q.heads || h0 < k.heads; h0 += turn) {
         for (std::int64_t h = h0; h < h0 + turn && h < q.heads; ++h) {
           float* x = q.out + h * q.head_stride;

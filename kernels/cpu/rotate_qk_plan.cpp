@@ -142,35 +142,40 @@ std::vector<math::phase_t> turn_fractions_of(const rotary_spec& spec) {
   return f;
 }
 
-owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args) {
-  owned_plan o;
-  rotate_plan& p = o.plan;
-  if (spec.head_dim <= 0) fail("spec.head_dim must be positive");
-  if (spec.rotary_dim <= 0) fail("spec.rotary_dim must be positive");
-  if (spec.rotary_dim % 2 != 0) fail("spec.rotary_dim must be even");
-  if (spec.rotary_dim > spec.head_dim) fail("spec.rotary_dim exceeds spec.head_dim");
-  if (spec.layout != math::layout_kind::half_split && spec.layout != math::layout_kind::interleaved)
-    fail("spec.layout is not a known layout");
-  const int half = spec.rotary_dim / 2;
-  if (static_cast<int>(spec.inv_freq.size()) != half)
-    fail("spec.inv_freq must hold rotary_dim / 2 = " + std::to_string(half) + " values");
-  if (!std::isfinite(spec.attention_factor)) fail("spec.attention_factor is not finite");
-  if (spec.num_axes < 1 || spec.num_axes > max_axes)
-    fail("spec.num_axes must be in [1, " + std::to_string(max_axes) + "]");
-  if (!spec.plane_axis.empty()) {
-    if (static_cast<int>(spec.plane_axis.size()) != half)
-      fail("spec.plane_axis must be empty or hold rotary_dim / 2 values");
-    for (int i = 0; i < half; ++i)
-      if (spec.plane_axis[i] < 0 || spec.plane_axis[i] >= spec.num_axes)
-        fail("spec.plane_axis[" + std::to_string(i) + "] is outside [0, num_axes)");
-    o.plane_axis = spec.plane_axis;
+namespace {
+
+/// One check of an encoding's shape, one wording per field.
+void check_shape(const encoding_shape& s) {
+  const std::string o = s.owner;
+  if (s.head_dim <= 0) fail(o + ".head_dim must be positive");
+  if (s.rotary_dim <= 0) fail(o + ".rotary_dim must be positive");
+  if (s.rotary_dim > s.head_dim) fail(o + ".rotary_dim exceeds " + o + ".head_dim");
+  for (math::layout_kind l : {s.q_layout, s.k_layout}) {
+    if (l != math::layout_kind::half_split && l != math::layout_kind::interleaved)
+      fail(o + ".layout is not a known layout");
+    if (l == math::layout_kind::half_split && s.rotary_dim % 2 != 0)
+      fail(o + ".rotary_dim must be even (half-split pairs channel i with i + rotary_dim/2)");
   }
-  o.turn_fractions = turn_fractions_of(spec);
-  p.head_dim = spec.head_dim;
-  p.rotary_dim = spec.rotary_dim;
-  p.layout = spec.layout;
-  p.num_axes = spec.num_axes;
-  p.attention_factor = static_cast<float>(spec.attention_factor);
+  if (!std::isfinite(s.attention_factor)) fail(o + ".attention_factor is not finite");
+  if (s.num_axes < 1 || s.num_axes > max_axes)
+    fail(o + ".num_axes must be in [1, " + std::to_string(max_axes) + "]");
+}
+
+/// Positions a call may use: [lowest, limit).
+struct position_window {
+  std::int64_t lowest;
+  std::int64_t limit;
+};
+
+/// Everything but the angles: threads, dtype, tokens, positions, Q/K operands, fused extras.
+void plan_call(const encoding_shape& shape, const rotate_qk_args& args, position_window window,
+               owned_plan& o) {
+  rotate_plan& p = o.plan;
+  p.head_dim = shape.head_dim;
+  p.rotary_dim = shape.rotary_dim;
+  p.layout = shape.q_layout;
+  p.num_axes = shape.num_axes;
+  p.attention_factor = static_cast<float>(shape.attention_factor);
   p.threads = args.threads;
   if (args.threads < 0) fail("threads is negative");
   if (args.type != dtype::f32 && args.type != dtype::f16 && args.type != dtype::bf16)
@@ -198,24 +203,7 @@ owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args)
   }
 
   // Positions must lie in [lowest, limit).
-  std::int64_t lowest = 0;
-  std::int64_t limit = args.max_position;
-  if (limit <= 0) fail("max_position must be positive");
-  if (args.cache != nullptr) {
-    const rotary_cache& c = *args.cache;
-    if (c.rotary_dim != spec.rotary_dim) fail("cache.rotary_dim differs from spec.rotary_dim");
-    if (c.turn_fractions != o.turn_fractions) fail("cache was built from other inv_freq values");
-    if (c.attention_factor != spec.attention_factor)
-      fail("cache.attention_factor differs from spec.attention_factor");
-    if (c.first_position < 0 || c.max_position <= c.first_position ||
-        static_cast<wide_int>(c.rows.size()) !=
-            static_cast<wide_int>(c.max_position - c.first_position) * c.rotary_dim)
-      fail("cache.rows does not hold (max_position - first_position) * rotary_dim values");
-    limit = std::min(limit, c.max_position);
-    lowest = c.first_position;
-    p.cache = c.rows.data();
-    p.cache_first = c.first_position;
-  }
+  const std::int64_t lowest = window.lowest, limit = window.limit;
   std::string range = "[";  // built by appends: GCC 12 warns falsely (-Wrestrict) on "[" + string
   range.append(std::to_string(lowest)).append(", ").append(std::to_string(limit)).append(")");
   if (args.position_ids != nullptr && args.offsets != nullptr)
@@ -223,7 +211,7 @@ owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args)
   if (args.position_type != index_type::i32 && args.position_type != index_type::i64)
     fail("position_type is not a known index type");
   if (args.position_ids != nullptr) {
-    const std::int64_t n = static_cast<std::int64_t>(spec.num_axes) * p.total_tokens;
+    const std::int64_t n = static_cast<std::int64_t>(shape.num_axes) * p.total_tokens;
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t v = args.position_type == index_type::i64
                                  ? static_cast<const std::int64_t*>(args.position_ids)[i]
@@ -258,14 +246,70 @@ owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args)
   const operand_spans spans{
       check_operand("q", args.q, p, max_seq, args.type),
       check_operand("k", args.k, p, max_seq, args.type, /*out_optional=*/args.kv_cache != nullptr)};
-  p.turn_fractions = o.turn_fractions.data();
-  p.plane_axis = o.plane_axis.empty() ? nullptr : o.plane_axis.data();
   if (args.stores != store_policy::automatic && args.stores != store_policy::streaming &&
       args.stores != store_policy::cached)
     fail("stores is not a known store_policy");
   plan_fused(args, max_seq, spans, o);
+}
+
+}  // namespace
+
+owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args) {
+  owned_plan o;
+  rotate_plan& p = o.plan;
+  const encoding_shape shape{"spec", spec.head_dim, spec.rotary_dim, spec.layout, spec.layout,
+                             spec.num_axes, spec.attention_factor};
+  check_shape(shape);
+  if (spec.rotary_dim % 2 != 0) fail("spec.rotary_dim must be even");
+  const int half = spec.rotary_dim / 2;
+  if (static_cast<int>(spec.inv_freq.size()) != half)
+    fail("spec.inv_freq must hold rotary_dim / 2 = " + std::to_string(half) + " values");
+  if (!spec.plane_axis.empty()) {
+    if (static_cast<int>(spec.plane_axis.size()) != half)
+      fail("spec.plane_axis must be empty or hold rotary_dim / 2 values");
+    for (int i = 0; i < half; ++i)
+      if (spec.plane_axis[i] < 0 || spec.plane_axis[i] >= spec.num_axes)
+        fail("spec.plane_axis[" + std::to_string(i) + "] is outside [0, num_axes)");
+    o.plane_axis = spec.plane_axis;
+  }
+  o.turn_fractions = turn_fractions_of(spec);
+
+  position_window window{0, args.max_position};
+  if (window.limit <= 0) fail("max_position must be positive");
+  if (args.cache != nullptr) {
+    const rotary_cache& c = *args.cache;
+    if (c.rotary_dim != spec.rotary_dim) fail("cache.rotary_dim differs from spec.rotary_dim");
+    if (c.turn_fractions != o.turn_fractions) fail("cache was built from other inv_freq values");
+    if (c.attention_factor != spec.attention_factor)
+      fail("cache.attention_factor differs from spec.attention_factor");
+    if (c.first_position < 0 || c.max_position <= c.first_position ||
+        static_cast<wide_int>(c.rows.size()) !=
+            static_cast<wide_int>(c.max_position - c.first_position) * c.rotary_dim)
+      fail("cache.rows does not hold (max_position - first_position) * rotary_dim values");
+    window = {c.first_position, std::min(window.limit, c.max_position)};
+    p.cache = c.rows.data();
+    p.cache_first = c.first_position;
+  }
+  plan_call(shape, args, window, o);
+  p.turn_fractions = o.turn_fractions.data();
+  p.plane_axis = o.plane_axis.empty() ? nullptr : o.plane_axis.data();
   // The fused body writes through ordinary stores (cache slots are scattered rows).
   p.stream_stores = !p.fused.active() && use_streaming_stores(args, p);
+  return o;
+}
+
+void require_forward_extras_absent(const rotate_qk_args& args) {
+  if (args.qk_norm != nullptr || args.kv_cache != nullptr)
+    fail("qk_norm and kv_cache are forward-only: pass null to rotate_qk_backward");
+}
+
+owned_plan make_instance_plan(const encoding_shape& shape, const rotate_qk_args& args) {
+  check_shape(shape);
+  if (args.cache != nullptr)
+    fail("cache: a cos/sin cache serves rotation-plane encodings only; pass null for this encoding");
+  if (args.max_position <= 0) fail("max_position must be positive");
+  owned_plan o;
+  plan_call(shape, args, {0, args.max_position}, o);
   return o;
 }
 

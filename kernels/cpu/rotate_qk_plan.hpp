@@ -77,8 +77,28 @@ struct owned_plan {
   rotate_plan plan;
 };
 
-/// Checks every argument (throws grape::input_error naming it) and resolves the plan.
+/// The channels an encoding acts on, whatever its representation: what the plan checks of it.
+/// `owner` names it in errors ("spec" for a rotary_spec, "encoding" for an instance).
+struct encoding_shape {
+  const char* owner = "encoding";
+  int head_dim = 0;
+  int rotary_dim = 0;                 // the representation's dim(): the first rotary_dim channels
+  math::layout_kind q_layout = math::layout_kind::half_split;
+  math::layout_kind k_layout = math::layout_kind::half_split;
+  int num_axes = 1;                   // position axes (the group's rank)
+  double attention_factor = 1.0;
+};
+
+/// Checks every argument (throws grape::input_error naming it) and resolves the plan of a
+/// rotation-plane call (the specialised kernels: turn fractions, optional cos/sin cache).
 owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args);
+
+/// Backward calls take no fused extras (qk_norm, kv_cache are forward-only).
+void require_forward_extras_absent(const rotate_qk_args& args);
+
+/// The same checks and plan for any representation (encode_qk.hpp): no frequencies, no cache,
+/// ordinary stores.
+owned_plan make_instance_plan(const encoding_shape& shape, const rotate_qk_args& args);
 
 struct extent_stride {
   std::int64_t extent;

@@ -56,4 +56,12 @@ TEST(doc_excerpts, cpu_kernels_fused_call_is_from_the_kv_cache_example) {
   expect_excerpt_of("docs/cpu-kernels.md", "is a prefill and a decode step", "examples/kv_cache_decode.cpp");
 }
 
+TEST(doc_excerpts, tutorial_kernel_call_is_from_the_tutorial) {
+  expect_excerpt_of("docs/tutorial.md", "## 4. Run it in the kernels", "examples/tutorial.cpp");
+}
+
+TEST(doc_excerpts, tutorial_encoding_is_from_its_header) {
+  expect_excerpt_of("docs/tutorial.md", "## 1. The group", "examples/cyclic_group.hpp");
+}
+
 }  // namespace

@@ -1,5 +1,5 @@
-// Gradients of the generic kernels against float64 central finite differences: dL/dx for every
-// rotary built-in (query and key side), dL/da and dL/db of GRAPE-M's rank-2 generator, and dL/dB of
+// Gradients of the kernels against float64 central finite differences: dL/dx for every rotary
+// built-in through cpu::rotate_qk_backward(instance, args) (query and key side), dL/da and dL/db of GRAPE-M's rank-2 generator, and dL/dB of
 // a learned orthogonal basis; L = Σ gᵀy with random g.
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/encoding_backward.hpp"
+#include "cpu/encode_qk.hpp"
 #include "cpu/param_grads.hpp"
 #include "grape/builtins.hpp"
 
@@ -41,7 +41,16 @@ TEST(Backward, InputGradientOfEveryRotaryBuiltinMatchesFiniteDifferences) {
       const auto g = randn(rng, tokens * heads * d);
       for (bool is_key : {false, true}) {
         std::vector<float> grad(g.size());
-        cpu::apply_encoding_backward<E, float>(inst, is_key, g.data(), grad.data(), tokens, heads, coords.data());
+        // The backward of the instance road, on Q or on K alone, contiguous [tokens, heads, d].
+        std::vector<std::int64_t> ids;
+        for (int a = 0; a < G::rank; ++a)
+          for (const auto& c : coords) ids.push_back(c[a]);
+        cpu::rotate_qk_args args;
+        const cpu::qk_tensor operand{g.data(), grad.data(), heads, tokens * heads * d, 0, heads * d, d};
+        (is_key ? args.k : args.q) = operand;
+        args.seq_len = tokens;
+        args.position_ids = ids.data();
+        cpu::rotate_qk_backward(inst, args);
         const auto x0 = randn(rng, tokens * heads * d);
         auto loss = [&](const std::vector<double>& x) {
           double l = 0;

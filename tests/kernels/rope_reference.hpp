@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cpu/rotate_qk.hpp"
 #include "cpu/rotate_qk_plan.hpp"
+
 #include "grape/detail/error.hpp"
 #include "grape/schedule/rotary_spec.hpp"
 
@@ -20,8 +22,22 @@ namespace grape::test {
 enum class tensor_layout { bshd, bhsd, varlen };
 enum class pos_mode { none, ids32, ids64, offsets };
 
+/// Allocates on 64-byte lines whatever the vector ISA (Eigen::aligned_allocator aligns only to
+/// EIGEN_MAX_ALIGN_BYTES: 32 on an AVX2 machine, where some buffers then missed the line).
+template <class T>
+struct line_allocator {
+  using value_type = T;
+  line_allocator() = default;
+  template <class U>
+  line_allocator(const line_allocator<U>&) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{64}); }
+  template <class U>
+  bool operator==(const line_allocator<U>&) const { return true; }
+};
+
 /// 64-byte-aligned bytes, so that contiguous out-of-place cases can take the streaming-store path.
-using byte_buffer = std::vector<unsigned char, Eigen::aligned_allocator<unsigned char>>;
+using byte_buffer = std::vector<unsigned char, line_allocator<unsigned char>>;
 
 struct rope_case {
   tensor_layout tl = tensor_layout::bshd;

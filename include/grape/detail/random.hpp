@@ -1,7 +1,6 @@
 #pragma once
 // Random parameters for the checker: drawn from a seeded engine so every report is reproducible.
 #include <Eigen/Core>
-#include <Eigen/QR>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -22,14 +21,8 @@ inline std::vector<double> normal_vector(std::mt19937_64& rng, int n, double sig
   for (double& x : v) x = g(rng);
   return v;
 }
-/// A random orthogonal matrix (QR of a Gaussian matrix).
-inline Eigen::MatrixXd random_orthogonal(std::mt19937_64& rng, int n) {
-  std::normal_distribution<double> g(0.0, 1.0);
-  Eigen::MatrixXd a(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) a(i, j) = g(rng);
-  Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
-  return qr.householderQ();
-}
+/// A random orthogonal matrix (QR of a Gaussian matrix; src/core/random_orthogonal.cpp, so that
+/// no translation unit including this header compiles Eigen's QR).
+Eigen::MatrixXd random_orthogonal(std::mt19937_64& rng, int n);
 
 }  // namespace grape::detail

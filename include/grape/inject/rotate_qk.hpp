@@ -17,6 +17,7 @@ using math::layout_kind;
 
 template <class R, layout_kind QLayout, layout_kind KLayout>
 struct rotate_instance {
+  static constexpr layout_kind q_layout = QLayout, k_layout = KLayout;
   R rep;
   int head_dim = 0;
   double attention_factor = 1.0;
@@ -40,14 +41,8 @@ struct rotate_instance {
     for (int j = d; j < head_dim; ++j) y[j] = x[j];
   }
 
-  /// The channel that holds coordinate j of the representation's vector (plane j/2). Interleaved
-  /// is the identity, so representations that are not made of planes (rank-2, dense generators,
-  /// odd dimensions) use it.
-  static int channel_of(layout_kind layout, int j, int d) {
-    return layout == layout_kind::interleaved ? j
-                                              : (j % 2 == 0 ? math::first_channel(layout, j / 2, d)
-                                                            : math::second_channel(layout, j / 2, d));
-  }
+  /// The channel that holds coordinate j of the representation's vector (math::window_channel).
+  static int channel_of(layout_kind layout, int j, int d) { return math::window_channel(layout, j, d); }
 
   double score(int, const double* q, const double* k, const std::array<std::int64_t, R::rank>& m,
                const std::array<std::int64_t, R::rank>& n) const {

@@ -28,4 +28,12 @@ GRAPE_HOST_DEVICE constexpr int second_channel(layout_kind layout, int plane, in
   return layout == layout_kind::half_split ? plane + rotary_dim / 2 : 2 * plane + 1;
 }
 
+/// The channel that holds coordinate j of a representation's vector when the rotary window of
+/// `rotary_dim` channels is paired by `layout`: coordinates (2i, 2i+1) are plane i. Interleaved is
+/// the identity, so representations that are not made of planes (rank-2, dense generators, odd
+/// dimensions) use it; half-split needs an even window.
+GRAPE_HOST_DEVICE constexpr int window_channel(layout_kind layout, int j, int rotary_dim) {
+  return j % 2 == 0 ? first_channel(layout, j / 2, rotary_dim) : second_channel(layout, j / 2, rotary_dim);
+}
+
 }  // namespace grape::math

@@ -10,6 +10,8 @@
 #include "grape/math/phase.hpp"
 #include "grape/math/rank2.hpp"
 #include "grape/rep/concepts.hpp"
+#include "grape/view/concepts.hpp"
+#include "grape/view/rank2.hpp"
 
 namespace grape {
 
@@ -20,31 +22,27 @@ class rank2_rotation {
 
   rank2_rotation() = default;
   rank2_rotation(std::vector<double> a, std::vector<double> b, double omega = 1.0)
-      : a_(std::move(a)), b_(std::move(b)) {
+      : a_(std::move(a)), b_(std::move(b)), e1_(a_.size()), e2_(a_.size()) {
     for (double& v : a_) v *= omega;
-    double alpha = 0, beta = 0, gamma = 0;
-    for (std::size_t i = 0; i < a_.size(); ++i) {
-      alpha += a_[i] * a_[i];
-      beta += b_[i] * b_[i];
-      gamma += a_[i] * b_[i];
-    }
-    inv_ = {alpha, beta, gamma, std::sqrt(std::max(0.0, alpha * beta - gamma * gamma))};
-    half_turn_ = math::turn_fraction_of(inv_.s / 2);
-    af_.assign(a_.begin(), a_.end());
-    bf_.assign(b_.begin(), b_.end());
+    speed_ = math::rank2_plane(a_.data(), b_.data(), dim(), e1_.data(), e2_.data());
+    half_turn_ = math::turn_fraction_of(speed_ / 2);
+    e1f_.assign(e1_.begin(), e1_.end());
+    e2f_.assign(e2_.begin(), e2_.end());
   }
 
   int dim() const { return static_cast<int>(a_.size()); }
-  const math::rank2_invariants& invariants() const { return inv_; }
+  /// s = sqrt(‖a‖²‖b‖² − (aᵀb)²): radians per position in the plane span{a, b} (ω folded in a).
+  double speed() const { return speed_; }
 
   void apply(const std::array<std::int64_t, 1>& c, const double* x, double* y) const {
     const double h = math::phase_to_radians(math::phase_at(c[0], half_turn_));
-    math::rank2_apply<double>(a_.data(), b_.data(), inv_, std::sin(h), std::cos(h), x, y, dim());
+    math::rank2_apply<double>(e1_.data(), e2_.data(), std::sin(h), std::cos(h), x, y, dim());
   }
+  /// The kernels' element path.
   void apply(const std::array<std::int64_t, 1>& c, const float* x, float* y) const {
-    const auto sc = math::sincos_of_phase(math::phase_at(c[0], half_turn_));
-    math::rank2_apply<float>(af_.data(), bf_.data(), inv_, sc.sin, sc.cos, x, y, dim());
+    apply_view(view(), c.data(), false, x, y);
   }
+  rank2_view view() const { return {e1f_.data(), e2f_.data(), half_turn_, dim()}; }
   template <class T>
   void apply_key(const std::array<std::int64_t, 1>& c, const T* x, T* y) const {
     apply(c, x, y);
@@ -56,9 +54,10 @@ class rank2_rotation {
   }
 
  private:
-  std::vector<double> a_, b_;
-  std::vector<float> af_, bf_;
-  math::rank2_invariants inv_{};
+  std::vector<double> a_, b_;      // a with ω folded in
+  std::vector<double> e1_, e2_;    // orthonormal basis of span{a, b} (math::rank2_plane)
+  std::vector<float> e1f_, e2f_;   // the kernels' copy
+  double speed_ = 0;
   math::phase_t half_turn_ = 0;
 };
 

@@ -14,6 +14,8 @@
 #include "grape/math/rotate.hpp"
 #include "grape/math/sincos.hpp"
 #include "grape/rep/concepts.hpp"
+#include "grape/view/concepts.hpp"
+#include "grape/view/planes.hpp"
 
 namespace grape {
 
@@ -26,12 +28,9 @@ class rotation_planes {
 
   rotation_planes() = default;
   explicit rotation_planes(std::vector<frequency> omega) : omega_(std::move(omega)) {
-    turns_.reserve(omega_.size());
-    for (const auto& w : omega_) {
-      std::array<math::phase_t, N> t{};
-      for (int k = 0; k < N; ++k) t[k] = math::turn_fraction_of(w[k]);
-      turns_.push_back(t);
-    }
+    turns_.reserve(omega_.size() * N);
+    for (const auto& w : omega_)
+      for (int k = 0; k < N; ++k) turns_.push_back(math::turn_fraction_of(w[k]));
   }
   /// One axis: plane i turns by inv_freq[i] per position.
   static rotation_planes from_inv_freq(const std::vector<double>& inv_freq) requires(N == 1) {
@@ -51,22 +50,25 @@ class rotation_planes {
   int planes() const { return static_cast<int>(omega_.size()); }
   const std::vector<frequency>& frequencies() const { return omega_; }
 
+  /// The device-safe view the kernels take (valid while this object lives).
+  planes_view<N> view() const { return {turns_.data(), planes()}; }
+
   /// Exact phase of plane i at coordinates c (a fraction of a turn, scaled by 2^64).
   math::phase_t phase(int plane, const std::array<std::int64_t, N>& c) const {
-    math::phase_t p = 0;
-    for (int k = 0; k < N; ++k) p += math::phase_at(c[k], turns_[plane][k]);
-    return p;
+    return view().phase(plane, c.data());
   }
 
-  template <class T>
-  void apply(const std::array<std::int64_t, N>& c, const T* x, T* y) const {
+  void apply(const std::array<std::int64_t, N>& c, const double* x, double* y) const {
     for (int i = 0; i < planes(); ++i) {
-      T s, co;
-      sin_cos_of(phase(i, c), s, co);
-      const auto r = math::rotate_pair<T>(x[2 * i], x[2 * i + 1], s, co);
+      const double a = math::phase_to_radians(phase(i, c));
+      const auto r = math::rotate_pair<double>(x[2 * i], x[2 * i + 1], std::sin(a), std::cos(a));
       y[2 * i] = r.first;
       y[2 * i + 1] = r.second;
     }
+  }
+  /// The kernels' element path.
+  void apply(const std::array<std::int64_t, N>& c, const float* x, float* y) const {
+    apply_view(view(), c.data(), false, x, y);
   }
   template <class T>
   void apply_key(const std::array<std::int64_t, N>& c, const T* x, T* y) const {
@@ -83,19 +85,8 @@ class rotation_planes {
   }
 
  private:
-  static void sin_cos_of(math::phase_t p, double& s, double& c) {
-    const double a = math::phase_to_radians(p);
-    s = std::sin(a);
-    c = std::cos(a);
-  }
-  static void sin_cos_of(math::phase_t p, float& s, float& c) {
-    const auto sc = math::sincos_of_phase(p);
-    s = sc.sin;
-    c = sc.cos;
-  }
-
   std::vector<frequency> omega_;
-  std::vector<std::array<math::phase_t, N>> turns_;
+  std::vector<math::phase_t> turns_;  // [planes][N], flat: the view's layout
 };
 
 /// The RoPE frequency table θ_i = base^(-2i/d), i = 0 .. d/2 - 1, in float64.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "grape/rep/rotation_planes.hpp"
+#include "grape/view/scaled_planes.hpp"
 
 namespace grape {
 
@@ -23,16 +24,21 @@ class scaled_planes {
       : planes_(rotation_planes<1>::from_inv_freq(inv_freq)), log_scale_(std::move(log_scale)) {}
 
   int dim() const { return planes_.dim(); }
+  scaled_planes_view view() const { return {planes_.view(), log_scale_.data()}; }
 
-  template <class T>
-  void apply(const std::array<std::int64_t, 1>& c, const T* x, T* y) const {
+  void apply(const std::array<std::int64_t, 1>& c, const double* x, double* y) const {
     planes_.apply(c, x, y);
     scale(static_cast<double>(c[0]), y);
   }
-  template <class T>
-  void apply_key(const std::array<std::int64_t, 1>& c, const T* x, T* y) const {
+  void apply_key(const std::array<std::int64_t, 1>& c, const double* x, double* y) const {
     planes_.apply(c, x, y);
     scale(-static_cast<double>(c[0]), y);
+  }
+  void apply(const std::array<std::int64_t, 1>& c, const float* x, float* y) const {
+    apply_view(view(), c.data(), false, x, y);
+  }
+  void apply_key(const std::array<std::int64_t, 1>& c, const float* x, float* y) const {
+    apply_view(view(), c.data(), true, x, y);
   }
   Eigen::MatrixXd generator(int axis) const {
     Eigen::MatrixXd L = planes_.generator(axis);
@@ -44,10 +50,9 @@ class scaled_planes {
   }
 
  private:
-  template <class T>
-  void scale(double t, T* y) const {
+  void scale(double t, double* y) const {
     for (int i = 0; i < planes_.planes(); ++i) {
-      const T f = static_cast<T>(std::exp(t * log_scale_[i]));
+      const double f = std::exp(t * log_scale_[i]);
       y[2 * i] *= f;
       y[2 * i + 1] *= f;
     }

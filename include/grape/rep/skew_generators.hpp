@@ -6,19 +6,36 @@
 // The law ρ(m)ᵀρ(n) = ρ(n − m) holds for N > 1 only when the L_k commute: that is the checker's
 // to decide, so non-commuting generators are accepted here and rejected by grape::check.
 #include <Eigen/Core>
-#include <Eigen/Eigenvalues>
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "grape/math/phase.hpp"
 #include "grape/math/rotate.hpp"
-#include "grape/math/sincos.hpp"
 #include "grape/rep/concepts.hpp"
+#include "grape/view/concepts.hpp"
+#include "grape/view/skew.hpp"
 
 namespace grape {
+
+namespace detail {
+/// One axis's generator brought to B·(Σ θ_j J_j)·Bᵀ (real Schur form; src/core/skew_axis.cpp, so
+/// that no translation unit including this header compiles Eigen's eigenvalue solvers).
+struct skew_axis {
+  Eigen::MatrixXd basis;
+  Eigen::MatrixXf basis_f;             // the kernels' copies, column-major: B
+  Eigen::MatrixXf basis_tf;            // and Bᵀ
+  std::vector<int> first;              // block j rotates basis coordinates (first[j], first[j] + 1)
+  std::vector<math::phase_t> turns;    // rate of block j as a turn fraction
+  skew_axis_view view() const {
+    return {basis_f.data(), basis_tf.data(), first.data(), turns.data(), static_cast<int>(first.size())};
+  }
+};
+/// Only the sub-diagonal of the Schur form is read, so a generator that is not skew is silently
+/// made into one: the checker's reference-agreement law (exp of the true L) is what catches that.
+skew_axis decompose_skew(const Eigen::MatrixXd& L);
+}  // namespace detail
 
 template <int N>
 class skew_generators {
@@ -29,7 +46,7 @@ class skew_generators {
   skew_generators() = default;
   /// From dense generators, one per axis (each d×d; meant to be skew-symmetric).
   explicit skew_generators(std::array<Eigen::MatrixXd, N> generators) : L_(std::move(generators)) {
-    for (int k = 0; k < N; ++k) axes_[k] = decompose(L_[k]);
+    for (int k = 0; k < N; ++k) axes_[k] = detail::decompose_skew(L_[k]);
   }
   /// A learned orthogonal basis: L = B·(Σ θ_j J_j)·Bᵀ on planes (2j, 2j+1) of the basis.
   static skew_generators from_basis(const Eigen::MatrixXd& basis, const std::vector<double>& theta)
@@ -45,12 +62,34 @@ class skew_generators {
 
   int dim() const { return static_cast<int>(L_[0].rows()); }
 
-  template <class T>
-  void apply(const std::array<std::int64_t, N>& c, const T* x, T* y) const {
-    using vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-    vec v = Eigen::Map<const vec>(x, dim());
-    for (int k = N - 1; k >= 0; --k) v = axes_[k].rotate(c[k], v);  // exp(c_0 L_0)…exp(c_{N-1} L_{N-1}) x
-    Eigen::Map<vec>(y, dim()) = v;
+  /// The device-safe view the kernels take (valid while this object lives).
+  skew_view<N> view() const {
+    skew_view<N> v;
+    for (int k = 0; k < N; ++k) v.axes[k] = axes_[k].view();
+    v.size = dim();
+    return v;
+  }
+
+  /// exp(c_0 L_0)…exp(c_{N-1} L_{N-1}) x in double.
+  void apply(const std::array<std::int64_t, N>& c, const double* x, double* y) const {
+    Eigen::VectorXd v = Eigen::Map<const Eigen::VectorXd>(x, dim());
+    for (int k = N - 1; k >= 0; --k) {
+      const detail::skew_axis& a = axes_[k];
+      Eigen::VectorXd t = a.basis.transpose() * v;
+      for (std::size_t j = 0; j < a.first.size(); ++j) {
+        const double angle = math::phase_to_radians(math::phase_at(c[k], a.turns[j]));
+        const auto r = math::rotate_pair<double>(t[a.first[j]], t[a.first[j] + 1], std::sin(angle),
+                                                 std::cos(angle));
+        t[a.first[j]] = r.first;
+        t[a.first[j] + 1] = r.second;
+      }
+      v = a.basis * t;
+    }
+    Eigen::Map<Eigen::VectorXd>(y, dim()) = v;
+  }
+  /// The kernels' element path.
+  void apply(const std::array<std::int64_t, N>& c, const float* x, float* y) const {
+    apply_view(view(), c.data(), false, x, y);
   }
   template <class T>
   void apply_key(const std::array<std::int64_t, N>& c, const T* x, T* y) const {
@@ -59,62 +98,8 @@ class skew_generators {
   Eigen::MatrixXd generator(int axis) const { return L_[axis]; }
 
  private:
-  struct axis_rotation {
-    Eigen::MatrixXd basis;
-    Eigen::MatrixXf basis_f;
-    std::vector<int> first;              // block j rotates basis coordinates (first[j], first[j] + 1)
-    std::vector<math::phase_t> turns;    // rate of block j as a turn fraction
-
-    template <class T>
-    Eigen::Matrix<T, Eigen::Dynamic, 1> rotate(std::int64_t c, const Eigen::Matrix<T, Eigen::Dynamic, 1>& x) const {
-      Eigen::Matrix<T, Eigen::Dynamic, 1> t;
-      if constexpr (std::is_same_v<T, float>) t = basis_f.transpose() * x;
-      else t = basis.transpose() * x;
-      for (std::size_t j = 0; j < first.size(); ++j) {
-        const math::phase_t p = math::phase_at(c, turns[j]);
-        T s, co;
-        if constexpr (std::is_same_v<T, float>) {
-          const auto sc = math::sincos_of_phase(p);
-          s = sc.sin;
-          co = sc.cos;
-        } else {
-          const double a = math::phase_to_radians(p);
-          s = std::sin(a);
-          co = std::cos(a);
-        }
-        const auto r = math::rotate_pair<T>(t[first[j]], t[first[j] + 1], s, co);
-        t[first[j]] = r.first;
-        t[first[j] + 1] = r.second;
-      }
-      if constexpr (std::is_same_v<T, float>) return basis_f * t;
-      else return basis * t;
-    }
-  };
-
-  // Real Schur form L = Q T Qᵀ; for a skew L, T is block diagonal with 2×2 blocks θ·J. Only the
-  // sub-diagonal is read, so a generator that is not skew is silently made into one: the checker's
-  // reference-agreement law (exp of the true L) is what catches that.
-  static axis_rotation decompose(const Eigen::MatrixXd& L) {
-    axis_rotation a;
-    Eigen::RealSchur<Eigen::MatrixXd> schur(L);
-    a.basis = schur.matrixU();
-    a.basis_f = a.basis.template cast<float>();
-    const Eigen::MatrixXd& T = schur.matrixT();
-    const double tiny = 1e-12 * (1.0 + L.norm());
-    for (int j = 0; j + 1 < T.rows();) {
-      if (std::abs(T(j + 1, j)) > tiny) {
-        a.first.push_back(j);
-        a.turns.push_back(math::turn_fraction_of(T(j + 1, j)));
-        j += 2;
-      } else {
-        j += 1;
-      }
-    }
-    return a;
-  }
-
   std::array<Eigen::MatrixXd, N> L_;
-  std::array<axis_rotation, N> axes_;
+  std::array<detail::skew_axis, N> axes_;
 };
 
 }  // namespace grape

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "grape/rep/concepts.hpp"
+#include "grape/view/concepts.hpp"
+#include "grape/view/lift.hpp"
 
 namespace grape {
 
@@ -29,13 +31,20 @@ class unipotent_lift {
 
   int dim() const { return static_cast<int>(u_.size()); }
 
-  template <class T>
-  void apply(const std::array<std::int64_t, 1>& c, const T* x, T* y) const {
+  lift_view view() const { return {u_.data(), v_.data(), dim()}; }
+
+  void apply(const std::array<std::int64_t, 1>& c, const double* x, double* y) const {
     lift(static_cast<double>(c[0]), u_, v_, x, y);
   }
-  template <class T>
-  void apply_key(const std::array<std::int64_t, 1>& c, const T* x, T* y) const {
+  void apply_key(const std::array<std::int64_t, 1>& c, const double* x, double* y) const {
     lift(-static_cast<double>(c[0]), v_, u_, x, y);  // (I + tA)^-T = I − t v uᵀ
+  }
+  /// The kernels' element path (the same lift in float, products t·u_i rounded once).
+  void apply(const std::array<std::int64_t, 1>& c, const float* x, float* y) const {
+    apply_view(view(), c.data(), false, x, y);
+  }
+  void apply_key(const std::array<std::int64_t, 1>& c, const float* x, float* y) const {
+    apply_view(view(), c.data(), true, x, y);
   }
   Eigen::MatrixXd generator(int) const {
     const Eigen::Map<const Eigen::VectorXd> u(u_.data(), dim()), v(v_.data(), dim());
@@ -43,12 +52,11 @@ class unipotent_lift {
   }
 
  private:
-  // y = x + t·p·(rᵀx). The product t·p_i is formed in double, then rounded to T once.
-  template <class T>
-  void lift(double t, const std::vector<double>& p, const std::vector<double>& r, const T* x, T* y) const {
-    T dot = 0;
-    for (int i = 0; i < dim(); ++i) dot += static_cast<T>(r[i]) * x[i];
-    for (int i = 0; i < dim(); ++i) y[i] = x[i] + static_cast<T>(t * p[i]) * dot;
+  // y = x + t·p·(rᵀx), in double.
+  void lift(double t, const std::vector<double>& p, const std::vector<double>& r, const double* x, double* y) const {
+    double dot = 0;
+    for (int i = 0; i < dim(); ++i) dot += r[i] * x[i];
+    for (int i = 0; i < dim(); ++i) y[i] = x[i] + t * p[i] * dot;
   }
 
   std::vector<double> u_, v_;

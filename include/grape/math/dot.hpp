@@ -1,0 +1,22 @@
+#pragma once
+// A dot product in 8 interleaved partial sums, added in a fixed order at the end: the compiler
+// can keep the lanes in one vector register (a plain running sum is a serial chain it may not
+// reorder), and the result is the same on every target, CPU or CUDA, vectorized or not.
+#include "grape/config.hpp"
+
+namespace grape::math {
+
+template <class T, class U>
+GRAPE_HOST_DEVICE T dot_lanes(const U* a, const T* x, int n) {
+  constexpr int lanes = 8;
+  T part[lanes] = {};
+  int i = 0;
+  for (; i + lanes <= n; i += lanes)
+    for (int l = 0; l < lanes; ++l) part[l] += static_cast<T>(a[i + l]) * x[i + l];
+  for (; i < n; ++i) part[i % lanes] += static_cast<T>(a[i]) * x[i];
+  T sum = 0;
+  for (int l = 0; l < lanes; ++l) sum += part[l];
+  return sum;
+}
+
+}  // namespace grape::math

@@ -1,0 +1,113 @@
+#pragma once
+// rotate_qk for an encoding instance: the one road from a type to the CPU kernel.
+//
+//   cpu::rotate_qk(E::make(params), args);   // E: any encoding whose injection is rotate_qk
+//
+// takes the same rotate_qk_args as the rotary_spec entry (layouts and strides, varlen, position
+// ids or offsets, GQA, partial rotary, f32/f16/bf16, the fused QK-norm and paged KV-cache write)
+// and the same validation (one plan, make_instance_plan). Rotation-plane instances whose planes
+// each follow one position axis run the specialised packet kernels through kernel_traits (the
+// instance becomes a rotary_spec: RoPE, M-RoPE, axial, a user's own frequencies); every other
+// representation runs the generic body (encode_qk_item.hpp) over the device-safe view its
+// `view()` returns. A user type needs nothing beyond that view.
+#include <Eigen/Core>
+#include <optional>
+#include <vector>
+
+#include "cpu/encode_qk_item.hpp"
+#include "cpu/launch.hpp"
+#include "cpu/rotate_qk.hpp"
+#include "cpu/rotate_qk_plan.hpp"
+#include "grape/inject/rotate_qk.hpp"
+#include "grape/rep/rotation_planes.hpp"
+#include "grape/view/concepts.hpp"
+
+namespace grape::cpu {
+
+/// How a representation reaches the kernels. By default through its view (the generic body);
+/// a specialisation may hand an instance to a specialised kernel instead.
+template <class R>
+struct kernel_traits {
+  template <class Instance>
+  static std::optional<rotary_spec> plane_spec(const Instance&) {
+    return std::nullopt;
+  }
+};
+
+/// Rotation planes: the specialised kernels, when Q and K share a layout and every plane follows
+/// a single axis (a plane with a frequency on two axes, RoPE-Mixed, takes the generic body).
+template <int N>
+struct kernel_traits<rotation_planes<N>> {
+  template <class Instance>
+  static std::optional<rotary_spec> plane_spec(const Instance& inst) {
+    if constexpr (Instance::q_layout != Instance::k_layout) {
+      return std::nullopt;
+    } else {
+      rotary_spec s;
+      s.head_dim = inst.head_dim;
+      s.rotary_dim = inst.rep.dim();
+      s.layout = Instance::q_layout;
+      s.attention_factor = inst.attention_factor;
+      s.num_axes = N;
+      for (const auto& w : inst.rep.frequencies()) {
+        int axis = 0, used = 0;
+        for (int k = 0; k < N; ++k)
+          if (w[k] != 0.0) axis = k, ++used;
+        if (used > 1) return std::nullopt;
+        s.inv_freq.push_back(w[axis]);
+        if (N > 1) s.plane_axis.push_back(axis);
+      }
+      return s;
+    }
+  }
+};
+
+namespace detail {
+
+template <class R>
+constexpr void require_view() {
+  static_assert(KernelRepresentation<R>,
+                "grape: this representation has no device-safe view: give it `view() const` "
+                "returning a RepresentationView (grape/view/concepts.hpp) to run it in the kernels");
+}
+
+template <class Storage, class R, layout_kind Q, layout_kind K>
+void launch_instance(const rotate_plan& p, const rotate_instance<R, Q, K>& inst) {
+  using view_type = decltype(inst.rep.view());
+  const encode_token<Storage, view_type, Q, K> item{p, inst.rep.view()};
+  launch_items(p.total_tokens, item.scratch_floats(p, item.view), p.threads, item);
+}
+
+template <class R, layout_kind Q, layout_kind K>
+void run_instance(const rotate_instance<R, Q, K>& inst, const rotate_qk_args& args, bool backward) {
+  const encoding_shape shape{"encoding", inst.head_dim, inst.rep.view().dim(), Q, K, R::rank,
+                             inst.attention_factor};
+  owned_plan o = make_instance_plan(shape, args);
+  if (backward) o.plan.sin_sign = -1.0f;
+  switch (args.type) {
+    case dtype::f32: return launch_instance<float>(o.plan, inst);
+    case dtype::f16: return launch_instance<Eigen::half>(o.plan, inst);
+    case dtype::bf16: return launch_instance<Eigen::bfloat16>(o.plan, inst);
+  }
+}
+
+}  // namespace detail
+
+/// Encodes Q (ρ) and K (κ: ρ, or ρ^-T for lifts and scalings) of any rotate_qk instance.
+template <class R, layout_kind Q, layout_kind K>
+void rotate_qk(const rotate_instance<R, Q, K>& inst, const rotate_qk_args& args) {
+  detail::require_view<R>();
+  if (const auto spec = kernel_traits<R>::plane_spec(inst)) return rotate_qk(*spec, args);
+  detail::run_instance(inst, args, /*backward=*/false);
+}
+
+/// Backward: reads dL/d(out) from `in`, writes dL/d(in) to `out` (ρ(c)ᵀ for Q, κ(c)ᵀ for K).
+template <class R, layout_kind Q, layout_kind K>
+void rotate_qk_backward(const rotate_instance<R, Q, K>& inst, const rotate_qk_args& args) {
+  detail::require_view<R>();
+  if (const auto spec = kernel_traits<R>::plane_spec(inst)) return rotate_qk_backward(*spec, args);
+  detail::require_forward_extras_absent(args);
+  detail::run_instance(inst, args, /*backward=*/true);
+}
+
+}  // namespace grape::cpu
