@@ -18,6 +18,7 @@
 #include "cpu/launch.hpp"
 #include "cpu/rotate_qk.hpp"
 #include "cpu/rotate_qk_plan.hpp"
+#include "grape/inject/compose.hpp"
 #include "grape/inject/rotate_qk.hpp"
 #include "grape/rep/rotation_planes.hpp"
 #include "grape/view/concepts.hpp"
@@ -108,6 +109,18 @@ void rotate_qk_backward(const rotate_instance<R, Q, K>& inst, const rotate_qk_ar
   if (const auto spec = kernel_traits<R>::plane_spec(inst)) return rotate_qk_backward(*spec, args);
   detail::require_forward_extras_absent(args);
   detail::run_instance(inst, args, /*backward=*/true);
+}
+
+/// A composed encoding (RoPE + ALiBi): its rotation part on Q and K; its bias part is a tile
+/// (cpu::bias_tile_of, encode_bias.hpp) added to the logits.
+template <class Rotation, class Bias>
+void rotate_qk(const composed_instance<Rotation, Bias>& inst, const rotate_qk_args& args) {
+  rotate_qk(inst.rotation, args);
+}
+
+template <class Rotation, class Bias>
+void rotate_qk_backward(const composed_instance<Rotation, Bias>& inst, const rotate_qk_args& args) {
+  rotate_qk_backward(inst.rotation, args);
 }
 
 }  // namespace grape::cpu

@@ -12,11 +12,7 @@ namespace grape::cpu {
 
 rotary_cache rotary_cache::build(const rotary_spec& spec, std::int64_t max_position,
                                  std::int64_t first_position) {
-  if (spec.rotary_dim <= 0 || spec.rotary_dim % 2 != 0)
-    throw input_error("spec.rotary_dim must be positive and even");
-  if (static_cast<int>(spec.inv_freq.size()) != spec.rotary_dim / 2)
-    throw input_error("spec.inv_freq must hold rotary_dim / 2 values");
-  if (!std::isfinite(spec.attention_factor)) throw input_error("spec.attention_factor is not finite");
+  check_rotary_spec(spec);
   if (first_position < 0) throw input_error("first_position is negative");
   if (max_position <= first_position) throw input_error("max_position must exceed first_position");
   const std::int64_t count = max_position - first_position;

@@ -19,7 +19,7 @@
 
 namespace grape::cpu::detail {
 
-inline constexpr int max_axes = 8;
+inline constexpr int max_axes = max_position_axes;
 
 /// Fills table[0, half) with factor·cos and table[half, 2·half) with ±factor·sin of the token's
 /// plane angles. Returns the table to use (a cache row directly when no copy is needed).

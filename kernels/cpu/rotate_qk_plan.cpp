@@ -134,32 +134,11 @@ bool use_streaming_stores(const rotate_qk_args& args, const rotate_plan& p) {
 
 std::vector<math::phase_t> turn_fractions_of(const rotary_spec& spec) {
   std::vector<math::phase_t> f(spec.inv_freq.size());
-  for (std::size_t i = 0; i < f.size(); ++i) {
-    if (!std::isfinite(spec.inv_freq[i]))
-      fail("spec.inv_freq[" + std::to_string(i) + "] is not finite");
-    f[i] = math::turn_fraction_of(spec.inv_freq[i]);
-  }
+  for (std::size_t i = 0; i < f.size(); ++i) f[i] = math::turn_fraction_of(spec.inv_freq[i]);
   return f;
 }
 
 namespace {
-
-/// One check of an encoding's shape, one wording per field.
-void check_shape(const encoding_shape& s) {
-  const std::string o = s.owner;
-  if (s.head_dim <= 0) fail(o + ".head_dim must be positive");
-  if (s.rotary_dim <= 0) fail(o + ".rotary_dim must be positive");
-  if (s.rotary_dim > s.head_dim) fail(o + ".rotary_dim exceeds " + o + ".head_dim");
-  for (math::layout_kind l : {s.q_layout, s.k_layout}) {
-    if (l != math::layout_kind::half_split && l != math::layout_kind::interleaved)
-      fail(o + ".layout is not a known layout");
-    if (l == math::layout_kind::half_split && s.rotary_dim % 2 != 0)
-      fail(o + ".rotary_dim must be even (half-split pairs channel i with i + rotary_dim/2)");
-  }
-  if (!std::isfinite(s.attention_factor)) fail(o + ".attention_factor is not finite");
-  if (s.num_axes < 1 || s.num_axes > max_axes)
-    fail(o + ".num_axes must be in [1, " + std::to_string(max_axes) + "]");
-}
 
 /// Positions a call may use: [lowest, limit).
 struct position_window {
@@ -257,21 +236,9 @@ void plan_call(const encoding_shape& shape, const rotate_qk_args& args, position
 owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args) {
   owned_plan o;
   rotate_plan& p = o.plan;
-  const encoding_shape shape{"spec", spec.head_dim, spec.rotary_dim, spec.layout, spec.layout,
-                             spec.num_axes, spec.attention_factor};
-  check_shape(shape);
-  if (spec.rotary_dim % 2 != 0) fail("spec.rotary_dim must be even");
-  const int half = spec.rotary_dim / 2;
-  if (static_cast<int>(spec.inv_freq.size()) != half)
-    fail("spec.inv_freq must hold rotary_dim / 2 = " + std::to_string(half) + " values");
-  if (!spec.plane_axis.empty()) {
-    if (static_cast<int>(spec.plane_axis.size()) != half)
-      fail("spec.plane_axis must be empty or hold rotary_dim / 2 values");
-    for (int i = 0; i < half; ++i)
-      if (spec.plane_axis[i] < 0 || spec.plane_axis[i] >= spec.num_axes)
-        fail("spec.plane_axis[" + std::to_string(i) + "] is outside [0, num_axes)");
-    o.plane_axis = spec.plane_axis;
-  }
+  check_rotary_spec(spec);
+  const encoding_shape shape = shape_of(spec);
+  o.plane_axis = spec.plane_axis;
   o.turn_fractions = turn_fractions_of(spec);
 
   position_window window{0, args.max_position};

@@ -11,6 +11,7 @@
 #include "cpu/rotate_qk.hpp"
 #include "grape/math/phase.hpp"
 #include "grape/math/rotate.hpp"
+#include "grape/schedule/spec_check.hpp"
 
 namespace grape::cpu::detail {
 
@@ -77,17 +78,7 @@ struct owned_plan {
   rotate_plan plan;
 };
 
-/// The channels an encoding acts on, whatever its representation: what the plan checks of it.
-/// `owner` names it in errors ("spec" for a rotary_spec, "encoding" for an instance).
-struct encoding_shape {
-  const char* owner = "encoding";
-  int head_dim = 0;
-  int rotary_dim = 0;                 // the representation's dim(): the first rotary_dim channels
-  math::layout_kind q_layout = math::layout_kind::half_split;
-  math::layout_kind k_layout = math::layout_kind::half_split;
-  int num_axes = 1;                   // position axes (the group's rank)
-  double attention_factor = 1.0;
-};
+using grape::encoding_shape;  // grape/schedule/spec_check.hpp: the one check of what is encoded
 
 /// Checks every argument (throws grape::input_error naming it) and resolves the plan of a
 /// rotation-plane call (the specialised kernels: turn fractions, optional cos/sin cache).
@@ -130,7 +121,7 @@ void plan_fused(const rotate_qk_args& args, std::int64_t max_seq, operand_spans 
 /// Bytes per element of a storage type.
 inline std::size_t element_bytes(dtype t) { return t == dtype::f32 ? 4 : 2; }
 
-/// Turn fractions of the spec's inverse frequencies (validated: finite).
+/// Turn fractions of the spec's inverse frequencies (a spec check_rotary_spec accepted).
 std::vector<math::phase_t> turn_fractions_of(const rotary_spec& spec);
 
 /// Runs the plan; one instantiation set per storage type (rotate_qk_f32.cpp, ...).

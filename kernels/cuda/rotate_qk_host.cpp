@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cpu/rotate_qk_plan.hpp"
 #include "cuda/rotate_qk_cuda.hpp"
 #include "cuda/rotate_qk_request.hpp"
 #include "grape/detail/error.hpp"
@@ -27,10 +28,7 @@ void validate_operand(const char* name, const cpu::qk_tensor& t, int head_dim) {
 
 void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
             std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream, float sin_sign) {
-  if (spec.rotary_dim <= 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim)
-    throw input_error(fmt::format("spec.rotary_dim: must be even, > 0 and <= head_dim (got {})", spec.rotary_dim));
-  if (static_cast<int>(spec.inv_freq.size()) != spec.rotary_dim / 2)
-    throw input_error("spec.inv_freq: must hold rotary_dim / 2 values");
+  check_rotary_spec(spec);
   if (args.cache != nullptr) throw input_error("cache: pass the device cache through device_rotary, not args.cache");
   if (args.qk_norm != nullptr || args.kv_cache != nullptr)
     throw input_error("qk_norm, kv_cache: the fused QK-norm and KV-cache write are CPU-only so far; pass null");
@@ -88,6 +86,7 @@ void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rot
 }  // namespace
 
 device_rotary::device_rotary(const rotary_spec& spec, std::int64_t cache_positions) {
+  check_rotary_spec(spec);
   if (cache_positions < 0) throw input_error(fmt::format("cache_positions: must be >= 0 (got {})", cache_positions));
   std::vector<std::uint64_t> turns(spec.inv_freq.size());
   for (std::size_t i = 0; i < turns.size(); ++i) turns[i] = math::turn_fraction_of(spec.inv_freq[i]);

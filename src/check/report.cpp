@@ -2,6 +2,7 @@
 #include "grape/check/report.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace grape {
 

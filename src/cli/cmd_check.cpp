@@ -1,6 +1,7 @@
 // grape check NAME [--trials N] [--seed S] [--json]: checks a built-in's laws. Exit 0 when every
 // claimed law holds, 1 when one fails, 2 on bad input.
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/command_registry.hpp"
 #include "grape/check/builtin_checks.hpp"

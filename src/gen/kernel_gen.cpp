@@ -11,6 +11,7 @@
 #include "gen/embedded_headers.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/math/phase.hpp"
+#include "grape/schedule/spec_check.hpp"
 
 namespace grape::gen {
 
@@ -399,15 +400,11 @@ void validate(const kernel_description& k) {
   };
   if (s.num_axes != 1 || !s.plane_axis.empty())
     fail("multi-axis rotary encodings (M-RoPE, axial) are not supported; token positions only");
-  if (s.rotary_dim <= 0 || s.rotary_dim % 2 != 0)
-    fail(fmt::format("rotary_dim must be even and > 0 (got {})", s.rotary_dim));
-  if (s.head_dim < s.rotary_dim)
-    fail(fmt::format("rotary_dim {} exceeds head_dim {}", s.rotary_dim, s.head_dim));
-  if (s.inv_freq.size() != static_cast<std::size_t>(s.rotary_dim / 2))
-    fail(fmt::format("{} frequencies for rotary_dim {}", s.inv_freq.size(), s.rotary_dim));
-  for (double f : s.inv_freq)
-    if (!std::isfinite(f)) fail("a frequency is not finite");
-  if (!std::isfinite(s.attention_factor)) fail("attention_factor is not finite");
+  try {
+    check_rotary_spec(s);
+  } catch (const input_error& e) {
+    fail(std::string(e.what()).substr(std::string_view("grape: ").size()));
+  }
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // What grape::check returns: one row per law, claimed or not, with the shrunk counterexample of
 // any law that does not hold.
 #include <cstdint>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // to_json(): callers include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
