@@ -81,9 +81,7 @@ void launch_instance(const rotate_plan& p, const rotate_instance<R, Q, K>& inst)
 
 template <class R, layout_kind Q, layout_kind K>
 void run_instance(const rotate_instance<R, Q, K>& inst, const rotate_qk_args& args, bool backward) {
-  const encoding_shape shape{"encoding", inst.head_dim, inst.rep.view().dim(), Q, K, R::rank,
-                             inst.attention_factor};
-  owned_plan o = make_instance_plan(shape, args);
+  owned_plan o = make_instance_plan(shape_of(inst), args);
   if (backward) o.plan.sin_sign = -1.0f;
   switch (args.type) {
     case dtype::f32: return launch_instance<float>(o.plan, inst);

@@ -19,8 +19,6 @@
 
 namespace grape::cpu::detail {
 
-inline constexpr int max_axes = max_position_axes;
-
 /// Fills table[0, half) with factor·cos and table[half, 2·half) with ±factor·sin of the token's
 /// plane angles. Returns the table to use (a cache row directly when no copy is needed).
 template <int RotaryDim>
@@ -46,7 +44,7 @@ inline const float* token_table(const rotate_plan& p, std::int64_t token, token_
     }
     return table;
   }
-  std::int64_t axis_pos[max_axes];
+  std::int64_t axis_pos[max_position_axes];
   for (int a = 0; a < p.num_axes; ++a) axis_pos[a] = position_of(p, token, place, a);
   for (int i = 0; i < half; ++i) fill_table_plane(p, i, axis_pos[p.plane_axis[i]], table);
   return table;

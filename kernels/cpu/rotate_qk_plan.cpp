@@ -148,7 +148,7 @@ struct position_window {
 
 /// Everything but the angles: threads, dtype, tokens, positions, Q/K operands, fused extras.
 void plan_call(const encoding_shape& shape, const rotate_qk_args& args, position_window window,
-               owned_plan& o) {
+               const device_indices* device, owned_plan& o) {
   rotate_plan& p = o.plan;
   p.head_dim = shape.head_dim;
   p.rotary_dim = shape.rotary_dim;
@@ -160,12 +160,18 @@ void plan_call(const encoding_shape& shape, const rotate_qk_args& args, position
   if (args.type != dtype::f32 && args.type != dtype::f16 && args.type != dtype::bf16)
     fail("type is not a known dtype");
 
+  if (window.limit <= 0) fail("max_position must be positive");
+
   // Tokens.
   if (args.batch < 0) fail("batch is negative");
   p.batch = args.batch;
   p.cu_seqlens = args.cu_seqlens;
   std::int64_t max_seq = 0;
-  if (args.cu_seqlens != nullptr) {
+  if (args.cu_seqlens != nullptr && device != nullptr) {
+    // Device lengths: the operand checks below bound every token by total_tokens instead.
+    if (device->total_tokens < 0) fail("total_tokens is negative");
+    p.total_tokens = device->total_tokens;
+  } else if (args.cu_seqlens != nullptr) {
     if (args.cu_seqlens[0] != 0) fail("cu_seqlens[0] must be 0");
     for (std::int64_t b = 0; b < args.batch; ++b) {
       if (args.cu_seqlens[b + 1] < args.cu_seqlens[b])
@@ -189,7 +195,9 @@ void plan_call(const encoding_shape& shape, const rotate_qk_args& args, position
     fail("position_ids and offsets are both set; pass one");
   if (args.position_type != index_type::i32 && args.position_type != index_type::i64)
     fail("position_type is not a known index type");
-  if (args.position_ids != nullptr) {
+  if (device != nullptr) {
+    // Positions are device memory: the kernel checks them against [lowest, limit).
+  } else if (args.position_ids != nullptr) {
     const std::int64_t n = static_cast<std::int64_t>(shape.num_axes) * p.total_tokens;
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t v = args.position_type == index_type::i64
@@ -233,7 +241,8 @@ void plan_call(const encoding_shape& shape, const rotate_qk_args& args, position
 
 }  // namespace
 
-owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args) {
+owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args,
+                            const device_indices* device) {
   owned_plan o;
   rotate_plan& p = o.plan;
   check_rotary_spec(spec);
@@ -242,7 +251,6 @@ owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args)
   o.turn_fractions = turn_fractions_of(spec);
 
   position_window window{0, args.max_position};
-  if (window.limit <= 0) fail("max_position must be positive");
   if (args.cache != nullptr) {
     const rotary_cache& c = *args.cache;
     if (c.rotary_dim != spec.rotary_dim) fail("cache.rotary_dim differs from spec.rotary_dim");
@@ -257,7 +265,7 @@ owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args)
     p.cache = c.rows.data();
     p.cache_first = c.first_position;
   }
-  plan_call(shape, args, window, o);
+  plan_call(shape, args, window, device, o);
   p.turn_fractions = o.turn_fractions.data();
   p.plane_axis = o.plane_axis.empty() ? nullptr : o.plane_axis.data();
   // The fused body writes through ordinary stores (cache slots are scattered rows).
@@ -270,13 +278,13 @@ void require_forward_extras_absent(const rotate_qk_args& args) {
     fail("qk_norm and kv_cache are forward-only: pass null to rotate_qk_backward");
 }
 
-owned_plan make_instance_plan(const encoding_shape& shape, const rotate_qk_args& args) {
+owned_plan make_instance_plan(const encoding_shape& shape, const rotate_qk_args& args,
+                              const device_indices* device) {
   check_shape(shape);
   if (args.cache != nullptr)
     fail("cache: a cos/sin cache serves rotation-plane encodings only; pass null for this encoding");
-  if (args.max_position <= 0) fail("max_position must be positive");
   owned_plan o;
-  plan_call(shape, args, {0, args.max_position}, o);
+  plan_call(shape, args, {0, args.max_position}, device, o);
   return o;
 }
 

@@ -80,16 +80,25 @@ struct owned_plan {
 
 using grape::encoding_shape;  // grape/schedule/spec_check.hpp: the one check of what is encoded
 
+/// Set when the call's index arrays (cu_seqlens, position_ids, offsets) are in device memory:
+/// the host cannot read them, so it takes the token count from the caller, skips the checks that
+/// read them, and the kernel checks every position itself (the CUDA kernels' error flag).
+struct device_indices {
+  std::int64_t total_tokens = 0;  // tokens of the call; used with cu_seqlens
+};
+
 /// Checks every argument (throws grape::input_error naming it) and resolves the plan of a
 /// rotation-plane call (the specialised kernels: turn fractions, optional cos/sin cache).
-owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args);
+owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args,
+                            const device_indices* device = nullptr);
 
 /// Backward calls take no fused extras (qk_norm, kv_cache are forward-only).
 void require_forward_extras_absent(const rotate_qk_args& args);
 
 /// The same checks and plan for any representation (encode_qk.hpp): no frequencies, no cache,
 /// ordinary stores.
-owned_plan make_instance_plan(const encoding_shape& shape, const rotate_qk_args& args);
+owned_plan make_instance_plan(const encoding_shape& shape, const rotate_qk_args& args,
+                              const device_indices* device = nullptr);
 
 struct extent_stride {
   std::int64_t extent;

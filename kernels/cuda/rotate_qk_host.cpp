@@ -1,5 +1,5 @@
-// Host side of the CUDA rotate_qk (compiled by the host compiler): device tables, validation that needs no device reads, and the
-// choice between 16-byte chunks and the scalar fallback.
+// Host side of the CUDA rotate_qk (compiled by the host compiler): the CPU's plan and checks, made
+// without reading device memory; device tables; the choice between 16-byte chunks and the scalar fallback.
 #include <cuda_runtime.h>
 
 #include <fmt/format.h>
@@ -18,52 +18,23 @@ void check(cudaError_t e, const char* what) {
 
 bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-void validate_operand(const char* name, const cpu::qk_tensor& t, int head_dim) {
-  if (t.heads < 0) throw input_error(fmt::format("{}.heads: must be >= 0 (got {})", name, t.heads));
-  if (t.heads == 0) return;
-  if (t.in == nullptr || t.out == nullptr) throw input_error(fmt::format("{}.in, {}.out: must not be null", name, name));
-  if (t.token_stride < 0 || t.head_stride < head_dim || t.batch_stride < 0)
-    throw input_error(fmt::format("{}: strides must be >= 0 and head_stride >= head_dim", name));
-}
-
 void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
             std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream, float sin_sign) {
-  check_rotary_spec(spec);
-  if (args.cache != nullptr) throw input_error("cache: pass the device cache through device_rotary, not args.cache");
-  if (args.qk_norm != nullptr || args.kv_cache != nullptr)
-    throw input_error("qk_norm, kv_cache: the fused QK-norm and KV-cache write are CPU-only so far; pass null");
-  if (device_error_flag == nullptr) throw input_error("device_error_flag: must not be null");
-  validate_operand("q", args.q, spec.head_dim);
-  validate_operand("k", args.k, spec.head_dim);
-  if (args.cu_seqlens == nullptr) total_tokens = args.batch * args.seq_len;
-  if (total_tokens < 0 || args.batch < 0 || args.seq_len < 0)
-    throw input_error("batch, seq_len, total_tokens: must be >= 0");
-  if (args.position_ids == nullptr && spec.num_axes != 1)
-    throw input_error("position_ids: multi-axis planes need per-token positions [num_axes, tokens]");
-
+  detail::check_device_call(args, device_error_flag);
+  // The CPU's plan and checks; the positions and sequence lengths are device memory, so the
+  // kernel checks the positions (error flag) and the host takes total_tokens from the caller.
+  const cpu::detail::device_indices device{total_tokens};
   detail::launch_request r;
+  r.plan = cpu::detail::make_rotate_plan(spec, args, &device).plan;
   auto& p = r.plan;
-  for (auto [dst, src] : {std::pair{&p.q, &args.q}, std::pair{&p.k, &args.k}})
-    *dst = {src->in, src->out, src->heads, src->batch_stride, src->token_stride, src->head_stride};
-  p.head_dim = spec.head_dim;
-  p.rotary_dim = spec.rotary_dim;
-  p.layout = spec.layout;
-  p.batch = args.batch;
-  p.seq_len = args.seq_len;
-  p.cu_seqlens = args.cu_seqlens;
-  p.total_tokens = total_tokens;
-  p.position_ids = args.position_ids;
-  p.position_type = args.position_type;
-  p.offsets = args.offsets;
-  p.num_axes = spec.num_axes;
   p.plane_axis = tables.plane_axis();
   p.turn_fractions = tables.turn_fractions();
-  p.attention_factor = static_cast<float>(spec.attention_factor);
   p.sin_sign = sin_sign;
   p.cache = tables.cache();
   p.cache_first = 0;
+  p.stream_stores = false;
   r.cache_rows = tables.cache_positions();
-  r.total_tokens = total_tokens;
+  r.total_tokens = p.total_tokens;
   r.max_position = args.max_position;
   r.error_flag = device_error_flag;
   r.stream = stream;
@@ -84,6 +55,13 @@ void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rot
 }
 
 }  // namespace
+
+void detail::check_device_call(const cpu::rotate_qk_args& args, const int* device_error_flag) {
+  if (args.cache != nullptr) throw input_error("cache: pass the device cache through device_rotary, not args.cache");
+  if (args.qk_norm != nullptr || args.kv_cache != nullptr)
+    throw input_error("qk_norm, kv_cache: the fused QK-norm and KV-cache write are CPU-only so far; pass null");
+  if (device_error_flag == nullptr) throw input_error("device_error_flag: must not be null");
+}
 
 device_rotary::device_rotary(const rotary_spec& spec, std::int64_t cache_positions) {
   check_rotary_spec(spec);

@@ -18,6 +18,10 @@ struct launch_request {
   cudaStream_t stream = nullptr;
 };
 
+/// What every CUDA entry refuses before planning: args.cache (device caches live in
+/// device_rotary), the CPU-only fused extras, a null error flag.
+void check_device_call(const cpu::rotate_qk_args& args, const int* device_error_flag);
+
 void launch_f32(const launch_request& r);
 void launch_f16(const launch_request& r);
 void launch_bf16(const launch_request& r);

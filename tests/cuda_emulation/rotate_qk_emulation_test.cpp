@@ -13,21 +13,8 @@
 #include "cpu/rotate_qk.hpp"
 #include "cpu/rotate_qk_plan.hpp"
 #include "cuda/rotate_qk_thread.hpp"
+#include "host_storage.hpp"
 #include "grape/rep/rotation_planes.hpp"
-
-namespace grape::cuda {
-// Host stand-ins for __half and __nv_bfloat16: the same bits, the same round-to-nearest.
-template <>
-struct storage<Eigen::half> {
-  static float load(Eigen::half x) { return static_cast<float>(x); }
-  static Eigen::half store(float x) { return static_cast<Eigen::half>(x); }
-};
-template <>
-struct storage<Eigen::bfloat16> {
-  static float load(Eigen::bfloat16 x) { return static_cast<float>(x); }
-  static Eigen::bfloat16 store(float x) { return static_cast<Eigen::bfloat16>(x); }
-};
-}  // namespace grape::cuda
 
 namespace grape {
 namespace {
@@ -117,7 +104,8 @@ void run_scenario(const scenario& s, std::uint64_t seed, int block) {
   if (s.backward) cpu::rotate_qk_backward(spec, cpu_args);
   else cpu::rotate_qk(spec, cpu_args);
   const auto gpu_args = make_args(q_gpu, k_gpu);
-  auto owned = cpu::detail::make_rotate_plan(spec, gpu_args);
+  const cpu::detail::device_indices device{tokens};  // as the CUDA host plans: no index reads
+  auto owned = cpu::detail::make_rotate_plan(spec, gpu_args, &device);
   if (s.backward) owned.plan.sin_sign = -1.0f;  // as grape::cuda::rotate_qk_backward sets it
   const std::int64_t rows = s.cached ? max_position : 0;
   const bool vec = (s.interleaved ? s.rotary_dim % (2 * V) == 0 : (s.rotary_dim / 2) % V == 0) &&

@@ -15,119 +15,11 @@
 
 #include "cpu/encode_qk.hpp"
 #include "dense_reference.hpp"
+#include "random_call.hpp"
 #include "hour_of_day_rope.hpp"
 
 namespace grape {
 namespace {
-
-/// A random call: its tokens, positions and Q/K buffers with gaps in every stride.
-template <class E, class T>
-struct random_call {
-  typename E::instance inst;
-  int d = 0;
-  std::int64_t total = 0, q_heads = 0, k_heads = 0;
-  std::vector<std::int64_t> cu_seqlens, offsets, token_of;  // token_of: flat token -> row
-  std::vector<std::array<std::int64_t, E::group::rank>> coords;
-  std::vector<std::int64_t> ids64;
-  std::vector<std::int32_t> ids32;
-  std::vector<T> q, k, q_out, k_out;
-  cpu::rotate_qk_args args;
-
-  random_call(std::mt19937_64& rng, typename E::instance i) : inst(std::move(i)), d(inst.content_dim()) {
-    constexpr int rank = E::group::rank;
-    std::uniform_int_distribution<int> u(0, 1 << 20);
-    const auto pick = [&](int lo, int hi) { return lo + u(rng) % (hi - lo + 1); };
-    q_heads = pick(1, 6);
-    k_heads = pick(1, 3);
-    const bool varlen = pick(0, 1) == 1;
-    const std::int64_t batch = pick(1, 3), seq = pick(1, 9);
-    const std::int64_t head_gap = pick(0, 3), token_gap = pick(0, 5);
-    const std::int64_t q_token = q_heads * (d + head_gap) + token_gap;
-    const std::int64_t k_token = k_heads * (d + head_gap) + token_gap;
-    if (varlen) {
-      cu_seqlens.push_back(0);
-      for (std::int64_t b = 0; b < batch; ++b) cu_seqlens.push_back(cu_seqlens.back() + pick(0, 9));
-      total = cu_seqlens.back();
-      token_of.resize(total);
-      std::iota(token_of.begin(), token_of.end(), 0);
-      args.cu_seqlens = cu_seqlens.data();
-    } else {
-      total = batch * seq;
-      args.seq_len = seq;
-      for (std::int64_t t = 0; t < total; ++t) token_of.push_back(t);
-    }
-    args.batch = batch;
-    const std::int64_t rows = total + 1;  // one spare row: sizes are not exact multiples
-    std::normal_distribution<double> g(0.0, 1.0);
-    q.resize(rows * q_token);
-    k.resize(rows * k_token);
-    for (auto& v : q) v = static_cast<T>(g(rng));
-    for (auto& v : k) v = static_cast<T>(g(rng));
-    const bool in_place = pick(0, 1) == 1;
-    q_out = in_place ? q : std::vector<T>(q.size(), T(0));
-    k_out = in_place ? k : std::vector<T>(k.size(), T(0));
-    T* qo = q_out.data();
-    T* ko = k_out.data();
-    args.type = dtype_of<T>();
-    args.q = {in_place ? qo : q.data(), qo, q_heads, static_cast<std::int64_t>(q.size()),
-              varlen ? 0 : seq * q_token, q_token, d + head_gap};
-    args.k = {in_place ? ko : k.data(), ko, k_heads, static_cast<std::int64_t>(k.size()),
-              varlen ? 0 : seq * k_token, k_token, d + head_gap};
-    // Positions: ids (int32 or int64, one row per axis) or per-sequence offsets.
-    const std::int64_t limit = std::min<std::int64_t>(E::position_limit, std::int64_t{1} << 20);
-    std::uniform_int_distribution<std::int64_t> pos(0, limit - 1);
-    coords.resize(total);
-    const int mode = pick(0, 2);
-    if (mode == 2) {
-      for (std::int64_t b = 0; b < batch; ++b) offsets.push_back(pos(rng) / 2);
-      args.offsets = offsets.data();
-      args.max_position = limit + 20;
-      for (std::int64_t b = 0; b < batch; ++b) {
-        const std::int64_t first = varlen ? cu_seqlens[b] : b * seq;
-        const std::int64_t len = varlen ? cu_seqlens[b + 1] - cu_seqlens[b] : seq;
-        for (std::int64_t s = 0; s < len; ++s) coords[first + s].fill(offsets[b] + s);
-      }
-    } else {
-      for (auto& c : coords)
-        for (auto& v : c) v = pos(rng);
-      for (int a = 0; a < rank; ++a)
-        for (std::int64_t t = 0; t < total; ++t) {
-          ids64.push_back(coords[t][a]);
-          ids32.push_back(static_cast<std::int32_t>(coords[t][a]));
-        }
-      args.position_ids = mode == 0 ? static_cast<const void*>(ids64.data()) : ids32.data();
-      args.position_type = mode == 0 ? cpu::index_type::i64 : cpu::index_type::i32;
-    }
-  }
-
-  /// Where head h of token t starts in an operand.
-  std::int64_t at(const cpu::qk_tensor& o, std::int64_t t, std::int64_t h) const {
-    if (!cu_seqlens.empty()) return t * o.token_stride + h * o.head_stride;
-    return (t / args.seq_len) * o.batch_stride + (t % args.seq_len) * o.token_stride + h * o.head_stride;
-  }
-
-  /// Worst |kernel − reference| over every head of Q and K, relative to the largest value.
-  double worst_relative_error() const {
-    double worst = 0, scale = 1;
-    const auto compare = [&](const std::vector<T>& in, const std::vector<T>& out, const cpu::qk_tensor& o,
-                             bool key) {
-      for (std::int64_t t = 0; t < total; ++t)
-        for (std::int64_t h = 0; h < o.heads; ++h) {
-          const std::int64_t base = at(o, t, h);
-          std::vector<double> x(d);
-          for (int c = 0; c < d; ++c) x[c] = static_cast<double>(in[base + c]);
-          const auto ref = reference_head<E>(inst, key, coords[t], x);
-          for (int c = 0; c < d; ++c) {
-            worst = std::max(worst, std::abs(static_cast<double>(out[base + c]) - ref[c]));
-            scale = std::max(scale, std::abs(ref[c]));
-          }
-        }
-    };
-    compare(q, q_out, args.q, false);
-    compare(k, k_out, args.k, true);
-    return worst / scale;
-  }
-};
 
 template <class E, class T>
 void instance_agrees_with_reference(std::uint64_t seed) {
@@ -146,18 +38,10 @@ void backward_is_transpose(std::uint64_t seed) {
   random_call<E, float> call(rng, E::make(E::random_params(rng)));
   if (call.args.q.in == call.args.q.out) return;  // needs x kept: out of place only
   random_call<E, float> grad = call;              // same shapes; fresh content is g
+  grad.repoint();
   std::normal_distribution<float> n(0.0f, 1.0f);
   for (auto& v : grad.q) v = n(rng);
   for (auto& v : grad.k) v = n(rng);
-  grad.args.q.in = grad.q.data();
-  grad.args.q.out = grad.q_out.data();
-  grad.args.k.in = grad.k.data();
-  grad.args.k.out = grad.k_out.data();
-  if (!grad.ids64.empty())
-    grad.args.position_ids = call.args.position_type == cpu::index_type::i64
-                                 ? static_cast<const void*>(grad.ids64.data()) : grad.ids32.data();
-  if (!grad.offsets.empty()) grad.args.offsets = grad.offsets.data();
-  if (!grad.cu_seqlens.empty()) grad.args.cu_seqlens = grad.cu_seqlens.data();
   cpu::rotate_qk(call.inst, call.args);
   cpu::rotate_qk_backward(call.inst, grad.args);
   double lhs = 0, rhs = 0, scale = 0;
@@ -186,20 +70,6 @@ using rotate_qk_encodings = ::testing::Types<rope, rope_interleaved, mrope, axia
                                              string_rope, liere_2d, hour_of_day_rope<true>>;
 TYPED_TEST_SUITE(InstanceKernel, rotate_qk_encodings);
 
-template <class Body>
-void property(const char* what, std::uint64_t seed, int trials, Body body) {
-  rc::detail::TestParams params;
-  params.seed = seed;
-  params.maxSuccess = trials;
-  const auto result = rc::detail::checkProperty(
-      rc::detail::toProperty([&] { body(*rc::gen::arbitrary<std::uint64_t>()); }), rc::detail::TestMetadata{}, params);
-  rc::detail::FailureResult failure;
-  if (result.match(failure))
-    ADD_FAILURE() << what << ": " << failure.description;
-  else
-    EXPECT_TRUE(result.template is<rc::detail::SuccessResult>()) << what;
-}
-
 TYPED_TEST(InstanceKernel, AgreesWithTheDenseReferenceInEveryDtypeAndShape) {
   using E = TypeParam;
   property("f32", 21, 60, instance_agrees_with_reference<E, float>);
@@ -219,8 +89,7 @@ TEST(InstanceKernel, GenericBodyOnPlanesMatchesTheSpecialisedKernel) {
     random_call<rope, float> a(rng, rope::make(rope::random_params(rng)));
     if (a.args.q.in == a.args.q.out) continue;
     random_call<rope, float> b = a;
-    b.args.q.out = b.q_out.data();
-    b.args.k.out = b.k_out.data();
+    b.repoint();
     const auto spec = cpu::kernel_traits<rotation_planes<1>>::plane_spec(a.inst);
     ASSERT_TRUE(spec.has_value());
     cpu::rotate_qk(*spec, a.args);

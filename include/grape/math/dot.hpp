@@ -13,7 +13,10 @@ GRAPE_HOST_DEVICE T dot_lanes(const U* a, const T* x, int n) {
   int i = 0;
   for (; i + lanes <= n; i += lanes)
     for (int l = 0; l < lanes; ++l) part[l] += static_cast<T>(a[i + l]) * x[i + l];
-  for (; i < n; ++i) part[i % lanes] += static_cast<T>(a[i]) * x[i];
+  // The tail: element i + l into lane l (= (i + l) % lanes), with constant indices so that the
+  // lanes stay in registers on the GPU.
+  for (int l = 0; l < lanes; ++l)
+    if (i + l < n) part[l] += static_cast<T>(a[i + l]) * x[i + l];
   T sum = 0;
   for (int l = 0; l < lanes; ++l) sum += part[l];
   return sum;

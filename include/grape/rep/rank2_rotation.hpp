@@ -24,16 +24,14 @@ class rank2_rotation {
   rank2_rotation(std::vector<double> a, std::vector<double> b, double omega = 1.0)
       : a_(std::move(a)), b_(std::move(b)), e1_(a_.size()), e2_(a_.size()) {
     for (double& v : a_) v *= omega;
-    speed_ = math::rank2_plane(a_.data(), b_.data(), dim(), e1_.data(), e2_.data());
-    half_turn_ = math::turn_fraction_of(speed_ / 2);
+    // s = sqrt(‖a‖²‖b‖² − (aᵀb)²): radians per position in the plane span{a, b} (ω folded in a).
+    const double speed = math::rank2_plane(a_.data(), b_.data(), dim(), e1_.data(), e2_.data());
+    half_turn_ = math::turn_fraction_of(speed / 2);
     e1f_.assign(e1_.begin(), e1_.end());
     e2f_.assign(e2_.begin(), e2_.end());
   }
 
   int dim() const { return static_cast<int>(a_.size()); }
-  /// s = sqrt(‖a‖²‖b‖² − (aᵀb)²): radians per position in the plane span{a, b} (ω folded in a).
-  double speed() const { return speed_; }
-
   void apply(const std::array<std::int64_t, 1>& c, const double* x, double* y) const {
     const double h = math::phase_to_radians(math::phase_at(c[0], half_turn_));
     math::rank2_apply<double>(e1_.data(), e2_.data(), std::sin(h), std::cos(h), x, y, dim());
@@ -57,7 +55,6 @@ class rank2_rotation {
   std::vector<double> a_, b_;      // a with ω folded in
   std::vector<double> e1_, e2_;    // orthonormal basis of span{a, b} (math::rank2_plane)
   std::vector<float> e1f_, e2f_;   // the kernels' copy
-  double speed_ = 0;
   math::phase_t half_turn_ = 0;
 };
 

@@ -4,6 +4,8 @@
 // (its frequencies and axes). Every entry that takes a spec (the CPU plan and cache, the CUDA
 // host, grape gen) calls check_rotary_spec; the instance road calls check_shape.
 // Defined in src/core/spec_check.cpp. Throws grape::input_error naming the field.
+#include <type_traits>
+
 #include "grape/math/rotate.hpp"
 #include "grape/schedule/rotary_spec.hpp"
 
@@ -30,6 +32,14 @@ void check_shape(const encoding_shape& shape);
 
 /// A spec's shape (owner "spec").
 encoding_shape shape_of(const rotary_spec& spec);
+
+/// A rotate_qk instance's shape: its window is the representation's dim().
+/// (C++17, like every header the CUDA translation units include.)
+template <class Instance>
+encoding_shape shape_of(const Instance& inst) {
+  return {"encoding", inst.head_dim, inst.rep.dim(), Instance::q_layout, Instance::k_layout,
+          static_cast<int>(std::decay_t<decltype(inst.rep)>::rank), inst.attention_factor};
+}
 
 /// check_shape, an even rotary_dim, rotary_dim / 2 finite frequencies, plane axes in range.
 void check_rotary_spec(const rotary_spec& spec);

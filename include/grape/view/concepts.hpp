@@ -12,6 +12,10 @@
 //   void prepare(c, key, state) const;              the state of coordinates c (rank int64
 //                                                   values) for ρ (key = false) or κ (key = true)
 //   void apply(state, key, x, y, scratch) const;    y = ρ(c)x or κ(c)x, x != y, float32
+//   void relocate(move);                            calls move(pointer, count) on every pointer
+//                                                   member, so the arrays can be copied to device
+//                                                   memory (cuda::device_view) and the view
+//                                                   repointed; host-only
 // All of it GRAPE_HOST_DEVICE: the CPU per-token item and the CUDA per-thread body call the same
 // functions. A representation opts in to the kernels with `view() const`; its float `apply`
 // then goes through the view (apply_view below), so the checker's element law tests the code
@@ -23,6 +27,14 @@
 
 namespace grape {
 
+namespace detail {
+/// A `move` argument for the concept check: accepts any pointer member and its element count.
+struct any_array {
+  template <class T>
+  void operator()(const T*&, std::int64_t) const {}
+};
+}  // namespace detail
+
 template <class V>
 concept RepresentationView =
     std::is_trivially_copyable_v<V> &&
@@ -33,7 +45,7 @@ concept RepresentationView =
       { v.scratch_floats() } -> std::convertible_to<int>;
       v.prepare(c, true, state);
       v.apply(static_cast<const float*>(state), true, x, y, scratch);
-    };
+    } && requires(V& v, const detail::any_array& move) { v.relocate(move); };
 
 template <class R>
 concept KernelRepresentation = requires(const R& r) {

@@ -29,6 +29,12 @@ struct lift_view {
     const float dot = math::dot_lanes(r, x, size);
     for (int i = 0; i < size; ++i) y[i] = x[i] + coef[i] * dot;
   }
+  /// Every array the view points into, for copying it to other memory (cuda::device_view).
+  template <class Move>
+  void relocate(Move&& move) {
+    move(u, size);
+    move(v, size);
+  }
 };
 
 }  // namespace grape

@@ -49,6 +49,11 @@ struct planes_view {
   GRAPE_HOST_DEVICE void apply(const float* table, bool, const float* x, float* y, float*) const {
     rotate_planes(table, planes, x, y);
   }
+  /// Every array the view points into, for copying it to other memory (cuda::device_view).
+  template <class Move>
+  void relocate(Move&& move) {
+    move(turns, planes * N);
+  }
 };
 
 }  // namespace grape

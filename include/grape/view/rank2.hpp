@@ -31,6 +31,12 @@ struct rank2_view {
   GRAPE_HOST_DEVICE void apply(const float* state, bool, const float* x, float* y, float*) const {
     math::rank2_apply<float>(e1, e2, state[0], state[1], x, y, size);
   }
+  /// Every array the view points into, for copying it to other memory (cuda::device_view).
+  template <class Move>
+  void relocate(Move&& move) {
+    move(e1, size);
+    move(e2, size);
+  }
 };
 
 }  // namespace grape

@@ -33,6 +33,12 @@ struct scaled_planes_view {
   GRAPE_HOST_DEVICE void apply(const float* table, bool, const float* x, float* y, float*) const {
     rotate_planes(table, planes.planes, x, y);
   }
+  /// Every array the view points into, for copying it to other memory (cuda::device_view).
+  template <class Move>
+  void relocate(Move&& move) {
+    planes.relocate(move);
+    move(log_scale, planes.planes);
+  }
 };
 
 }  // namespace grape

@@ -70,6 +70,16 @@ struct skew_view {
       }
     }
   }
+  /// Every array the view points into, for copying it to other memory (cuda::device_view).
+  template <class Move>
+  void relocate(Move&& move) {
+    for (skew_axis_view& a : axes) {
+      move(a.basis, size * size);
+      move(a.basis_t, size * size);
+      move(a.first, a.blocks);
+      move(a.turns, a.blocks);
+    }
+  }
 };
 
 }  // namespace grape

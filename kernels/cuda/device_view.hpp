@@ -1,0 +1,83 @@
+#pragma once
+// A representation's view with its arrays copied to device memory, and an encoding instance
+// ready for the CUDA kernels (its device view and the shape the plan checks). Host code: compiles
+// with the host compiler or nvcc; build once per model, like device_rotary.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "grape/inject/rotate_qk.hpp"
+#include "grape/schedule/spec_check.hpp"
+#include "grape/view/concepts.hpp"
+
+namespace grape::cuda {
+
+template <RepresentationView View>
+class device_view {
+ public:
+  /// Copies every array `host` points into (View::relocate lists them) to device memory.
+  explicit device_view(View host) : view_(host) {
+    try {
+      view_.relocate([this](auto*& pointer, std::int64_t count) { upload(pointer, count); });
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~device_view() { release(); }
+  device_view(const device_view&) = delete;
+  device_view& operator=(const device_view&) = delete;
+
+  /// The view with device pointers: pass it to a kernel by value.
+  const View& view() const { return view_; }
+
+ private:
+  template <class T>
+  void upload(const T*& pointer, std::int64_t count) {
+    if (pointer == nullptr || count <= 0) return;
+    void* device = nullptr;
+    const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(T);
+    if (cudaError_t e = cudaMalloc(&device, bytes); e != cudaSuccess)
+      throw std::runtime_error(std::string("grape: cudaMalloc of a view array: ") + cudaGetErrorString(e));
+    arrays_.push_back(device);
+    if (cudaError_t e = cudaMemcpy(device, pointer, bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
+      throw std::runtime_error(std::string("grape: cudaMemcpy of a view array: ") + cudaGetErrorString(e));
+    pointer = static_cast<const T*>(device);
+  }
+  void release() {
+    for (void* a : arrays_) cudaFree(a);
+    arrays_.clear();
+  }
+
+  View view_;
+  std::vector<void*> arrays_;
+};
+
+/// A rotate_qk instance on the device: cuda::rotate_qk(encoding, args, ...) (encode_qk.cuh).
+template <class R, layout_kind QLayout, layout_kind KLayout>
+class device_encoding {
+ public:
+  using view_type = decltype(std::declval<const R&>().view());
+  static constexpr layout_kind q_layout = QLayout, k_layout = KLayout;
+
+  /// Checks the instance's shape, then uploads its view.
+  explicit device_encoding(const rotate_instance<R, QLayout, KLayout>& inst)
+      : shape_(checked(shape_of(inst))), view_(inst.rep.view()) {}
+
+  const view_type& view() const { return view_.view(); }
+  const encoding_shape& shape() const { return shape_; }
+
+ private:
+  static encoding_shape checked(const encoding_shape& s) {
+    check_shape(s);
+    return s;
+  }
+
+  encoding_shape shape_;
+  device_view<view_type> view_;
+};
+
+}  // namespace grape::cuda
