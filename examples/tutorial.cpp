@@ -41,8 +41,15 @@ int main() {
   std::printf("score(23 -> 1) = %.6f, score(0 -> 2) = %.6f\n", score(0, 1), score(2, 3));
   const bool wraps = std::abs(score(0, 1) - score(2, 3)) < 1e-5f;
 
+  // A law of your own is a row like any other: it holds for the periodic encoding, not the broken one.
+  const auto* own = good.find("same_hour_a_day_later");
+  const auto* own_broken = broken.find("same_hour_a_day_later");
+  const bool own_law = own && own->claimed && own->status == grape::law_status::holds && own_broken &&
+                       own_broken->status == grape::law_status::fails && own_broken->example;
+
   const auto* h = broken.find(grape::law::homomorphism);
-  const bool ok = good.passed() && !broken.passed() && h && h->status == grape::law_status::fails && h->example && wraps;
+  const bool ok = good.passed() && !broken.passed() && h && h->status == grape::law_status::fails && h->example &&
+                  wraps && own_law;
   std::printf("tutorial: %s\n", ok ? "as expected" : "UNEXPECTED");
   return ok ? 0 : 1;
 }

@@ -32,7 +32,8 @@ struct encoding {
                 "rank, pairing, dim(), apply and apply_key for double and float, and generator(axis)");
   static_assert(Injection<I>,
                 "grape: the third argument of encoding<G, R, I> is not an Injection: use rotate_qk, "
-                "lift_qk, score_bias, add_embedding or compose");
+                "lift_qk, score_bias, add_embedding, compose, or a tag type of your own with a "
+                "`description` and `template <class R> using instance`");
 
   using group = G;
   using representation = R;

@@ -46,8 +46,8 @@ void accumulate(const detail::rotate_plan& p, const void* grad_q, const void* gr
             const int c1 = math::second_channel(p.layout, i, p.rotary_dim);
             const double x0 = static_cast<float>(x[c0]), x1 = static_cast<float>(x[c1]);
             const double cs = tab[i], sn = tab[half + i];
-            const double y0 = x0 * cs - x1 * sn, y1 = x1 * cs + x0 * sn;
-            acc[i] += pos[i] * (static_cast<float>(g[c1]) * y0 - static_cast<float>(g[c0]) * y1);
+            const math::pair2<double> y = math::rotate_pair(x0, x1, sn, cs);
+            acc[i] += pos[i] * (static_cast<float>(g[c1]) * y.first - static_cast<float>(g[c0]) * y.second);
           }
         }
       }

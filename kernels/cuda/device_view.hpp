@@ -5,13 +5,17 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cuda/rotate_qk_cuda.hpp"
 #include "grape/inject/rotate_qk.hpp"
 #include "grape/schedule/spec_check.hpp"
 #include "grape/view/concepts.hpp"
+#include "grape/view/kernel_traits.hpp"
 
 namespace grape::cuda {
 
@@ -57,18 +61,25 @@ class device_view {
 };
 
 /// A rotate_qk instance on the device: cuda::rotate_qk(encoding, args, ...) (encode_qk.cuh).
+/// Rotation planes with one axis per plane (kernel_traits) also get the rotary_spec kernel's
+/// tables, and that chunked kernel takes their calls.
 template <class R, layout_kind QLayout, layout_kind KLayout>
 class device_encoding {
  public:
   using view_type = decltype(std::declval<const R&>().view());
   static constexpr layout_kind q_layout = QLayout, k_layout = KLayout;
 
-  /// Checks the instance's shape, then uploads its view.
+  /// Checks the instance's shape, then uploads its view (and its plane tables, if any).
   explicit device_encoding(const rotate_instance<R, QLayout, KLayout>& inst)
-      : shape_(checked(shape_of(inst))), view_(inst.rep.view()) {}
+      : shape_(checked(shape_of(inst))), spec_(kernel_traits<R>::plane_spec(inst)), view_(inst.rep.view()) {
+    if (spec_) tables_ = std::make_unique<device_rotary>(*spec_);
+  }
 
   const view_type& view() const { return view_.view(); }
   const encoding_shape& shape() const { return shape_; }
+  /// Set when the specialised kernel takes the calls: the instance as a rotary_spec, its tables.
+  const rotary_spec* plane_spec() const { return spec_ ? &*spec_ : nullptr; }
+  const device_rotary* plane_tables() const { return tables_.get(); }
 
  private:
   static encoding_shape checked(const encoding_shape& s) {
@@ -77,7 +88,9 @@ class device_encoding {
   }
 
   encoding_shape shape_;
+  std::optional<rotary_spec> spec_;
   device_view<view_type> view_;
+  std::unique_ptr<device_rotary> tables_;
 };
 
 }  // namespace grape::cuda

@@ -7,7 +7,7 @@
 //
 // args is the CPU call's rotate_qk_args with device pointers; the plan and its checks are the
 // CPU's (make_instance_plan, without reading device memory); the body is encode_token_thread over
-// the representation's view. Bad positions set *device_error_flag and leave that token untouched.
+// the representation's view, or, for rotation planes (kernel_traits), the rotary_spec kernel. Bad positions set *device_error_flag and leave that token untouched.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -56,6 +56,9 @@ void launch_view(const cpu::detail::rotate_plan& p, const View& view, std::int64
 template <class R, layout_kind Q, layout_kind K>
 void encode(const device_encoding<R, Q, K>& enc, const cpu::rotate_qk_args& args, std::int64_t total_tokens,
             int* device_error_flag, cudaStream_t stream, bool backward) {
+  if (const rotary_spec* spec = enc.plane_spec())  // rotation planes: the chunked kernel
+    return backward ? cuda::rotate_qk_backward(*spec, *enc.plane_tables(), args, total_tokens, device_error_flag, stream)
+                    : cuda::rotate_qk(*spec, *enc.plane_tables(), args, total_tokens, device_error_flag, stream);
   check_device_call(args, device_error_flag);
   const cpu::detail::device_indices device{total_tokens};
   cpu::detail::rotate_plan p = cpu::detail::make_instance_plan(enc.shape(), args, &device).plan;

@@ -66,10 +66,9 @@ void detail::check_device_call(const cpu::rotate_qk_args& args, const int* devic
 device_rotary::device_rotary(const rotary_spec& spec, std::int64_t cache_positions) {
   check_rotary_spec(spec);
   if (cache_positions < 0) throw input_error(fmt::format("cache_positions: must be >= 0 (got {})", cache_positions));
-  std::vector<std::uint64_t> turns(spec.inv_freq.size());
-  for (std::size_t i = 0; i < turns.size(); ++i) turns[i] = math::turn_fraction_of(spec.inv_freq[i]);
-  check(cudaMalloc(&turn_fractions_, turns.size() * sizeof(std::uint64_t)), "cudaMalloc");
-  check(cudaMemcpy(turn_fractions_, turns.data(), turns.size() * sizeof(std::uint64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  const std::vector<math::phase_t> turns = cpu::detail::turn_fractions_of(spec);
+  check(cudaMalloc(&turn_fractions_, turns.size() * sizeof(math::phase_t)), "cudaMalloc");
+  check(cudaMemcpy(turn_fractions_, turns.data(), turns.size() * sizeof(math::phase_t), cudaMemcpyHostToDevice), "cudaMemcpy");
   if (!spec.plane_axis.empty()) {
     check(cudaMalloc(&plane_axis_, spec.plane_axis.size() * sizeof(int)), "cudaMalloc");
     check(cudaMemcpy(plane_axis_, spec.plane_axis.data(), spec.plane_axis.size() * sizeof(int), cudaMemcpyHostToDevice), "cudaMemcpy");

@@ -88,9 +88,9 @@ struct rotate_token_thread {
         chunk<T, V> ra, rb;
         for (int e = 0; e < V; ++e) {
           const float x0 = storage<T>::load(a.v[e]), x1 = storage<T>::load(b.v[e]);
-          const float cs = table[plane + e], sn = table[half + plane + e];
-          ra.v[e] = storage<T>::store(x0 * cs - x1 * sn);
-          rb.v[e] = storage<T>::store(x1 * cs + x0 * sn);
+          const math::pair2<float> r = math::rotate_pair(x0, x1, table[half + plane + e], table[plane + e]);
+          ra.v[e] = storage<T>::store(r.first);
+          rb.v[e] = storage<T>::store(r.second);
         }
         *reinterpret_cast<chunk<T, V>*>(out + c0) = ra;
         *reinterpret_cast<chunk<T, V>*>(out + c0 + half) = rb;
@@ -103,9 +103,9 @@ struct rotate_token_thread {
         }
         for (int e = 0; e < V; ++e) {
           const float x0 = storage<T>::load(x[2 * e]), x1 = storage<T>::load(x[2 * e + 1]);
-          const float cs = table[plane + e], sn = table[half + plane + e];
-          x[2 * e] = storage<T>::store(x0 * cs - x1 * sn);
-          x[2 * e + 1] = storage<T>::store(x1 * cs + x0 * sn);
+          const math::pair2<float> r = math::rotate_pair(x0, x1, table[half + plane + e], table[plane + e]);
+          x[2 * e] = storage<T>::store(r.first);
+          x[2 * e + 1] = storage<T>::store(r.second);
         }
         for (int e = 0; e < 2 * V; e += V) {
           chunk<T, V> a;

@@ -12,11 +12,13 @@ bool check_report::passed() const {
   return true;
 }
 
-const law_result* check_report::find(law which) const {
+const law_result* check_report::find(std::string_view name) const {
   for (const auto& l : laws)
-    if (l.which == which) return &l;
+    if (l.name == name) return &l;
   return nullptr;
 }
+
+const law_result* check_report::find(law which) const { return find(to_string(which)); }
 
 static std::string verdict(const law_result& l) {
   if (l.status == law_status::holds) return l.claimed ? "holds" : "holds (not claimed)";
@@ -28,13 +30,13 @@ std::string check_report::table() const {
                                 options.seed, options.trials);
   out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", "law", "claimed", "result", "trials", "tolerance");
   for (const auto& l : laws)
-    out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", to_string(l.which), l.claimed ? "yes" : "no", verdict(l),
+    out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", l.name, l.claimed ? "yes" : "no", verdict(l),
                        l.trials, l.tolerance);
   for (const auto& l : laws) {
     if (!l.example) continue;
     const auto& e = *l.example;
     out += fmt::format("  counterexample for {} (shrunk): {}\n    {}: {:.17g} vs {:.17g}, error {:.3g} > tolerance {:.3g}\n",
-                       to_string(l.which), e.positions, e.what, e.lhs, e.rhs, e.error, e.tolerance);
+                       l.name, e.positions, e.what, e.lhs, e.rhs, e.error, e.tolerance);
   }
   out += passed() ? "result: every claimed law holds\n" : "result: a claimed law FAILS\n";
   return out;
@@ -51,8 +53,8 @@ nlohmann::json check_report::to_json() const {
   j["laws"] = nlohmann::json::array();
   for (const auto& l : laws) {
     nlohmann::json r;
-    r["law"] = std::string(to_string(l.which));
-    r["formula"] = std::string(formula(l.which));
+    r["law"] = l.name;
+    r["formula"] = l.formula;
     r["claimed"] = l.claimed;
     r["holds"] = l.status == law_status::holds;
     r["trials"] = l.trials;

@@ -29,7 +29,7 @@ void run_list(const list_options& o) {
     all.push_back({{"name", std::string(E::name)},
                    {"summary", std::string(E::summary)},
                    {"group", std::string(E::group::name())},
-                   {"injection", std::string(grape::to_string(E::injection::kind))},
+                   {"injection", std::string(E::injection::description)},
                    {"claims", claims}});
   });
   if (o.json) fmt::print("{}\n", all.dump(2));

@@ -57,7 +57,11 @@ TEST(doc_excerpts, cpu_kernels_fused_call_is_from_the_kv_cache_example) {
 }
 
 TEST(doc_excerpts, tutorial_kernel_call_is_from_the_tutorial) {
-  expect_excerpt_of("docs/tutorial.md", "## 4. Run it in the kernels", "examples/tutorial.cpp");
+  expect_excerpt_of("docs/tutorial.md", "## 5. Run it in the kernels", "examples/tutorial.cpp");
+}
+
+TEST(doc_excerpts, tutorial_own_law_is_from_the_encoding_header) {
+  expect_excerpt_of("docs/tutorial.md", "## 4. A law of your own", "examples/hour_of_day_rope.hpp");
 }
 
 TEST(doc_excerpts, tutorial_encoding_is_from_its_header) {

@@ -90,7 +90,7 @@ TEST(InstanceKernel, GenericBodyOnPlanesMatchesTheSpecialisedKernel) {
     if (a.args.q.in == a.args.q.out) continue;
     random_call<rope, float> b = a;
     b.repoint();
-    const auto spec = cpu::kernel_traits<rotation_planes<1>>::plane_spec(a.inst);
+    const auto spec = kernel_traits<rotation_planes<1>>::plane_spec(a.inst);
     ASSERT_TRUE(spec.has_value());
     cpu::rotate_qk(*spec, a.args);
     cpu::detail::run_instance(b.inst, b.args, false);

@@ -32,12 +32,14 @@ inline constexpr double eps32 = std::numeric_limits<float>::epsilon();
 template <class E>
 constexpr bool has_representation = !std::is_same_v<typename E::representation, no_representation>;
 
+/// What the laws need, read from the instance and the injection rather than from a closed list
+/// of injection kinds: an embedding table (shift_linear), a content-dependent bias.
 template <class E>
-constexpr bool is_embedding = E::injection::kind == injection_kind::add_embedding;
+constexpr bool is_embedding = requires(const typename E::instance& i) { i.table; };
 
 template <class E>
 constexpr bool has_content_bias = [] {
-  if constexpr (E::injection::kind == injection_kind::score_bias)
+  if constexpr (requires { typename E::injection::bias_type; })
     return ContentDependentBias<typename E::injection::bias_type>;
   else
     return false;
@@ -301,36 +303,71 @@ law_result check_law(law which, const std::optional<typename E::params>& fixed, 
   const bool claimed = E::claims.contains(which);
   switch (which) {
     case law::group:
-      return run_law(which, claimed, options, "exact equality", [] { return check_group_trial<E>(); });
+      return run_law(identity_of(which), claimed, options, "exact equality", [] { return check_group_trial<E>(); });
     case law::score_invariance:
-      return run_law(which, claimed, options, double_rule, [&] { return check_score_trial<E>(fixed); });
+      return run_law(identity_of(which), claimed, options, double_rule, [&] { return check_score_trial<E>(fixed); });
     case law::kernel_agreement:
       if constexpr (has_representation<E>)
-        return run_law(which, claimed, options, float_rule, [&] { return check_rep_trial<E>(which, fixed); });
+        return run_law(identity_of(which), claimed, options, float_rule, [&] { return check_rep_trial<E>(which, fixed); });
       break;
     case law::reference_agreement:
       if constexpr (!has_representation<E> && has_reference_bias<E>)
-        return run_law(which, claimed, options, "|error| <= 64 eps64 (1 + |b|)(1 + |m - n|)",
+        return run_law(identity_of(which), claimed, options, "|error| <= 64 eps64 (1 + |b|)(1 + |m - n|)",
                        [&] { return check_bias_reference_trial<E>(fixed); });
       [[fallthrough]];
     case law::homomorphism:
     case law::relative:
     case law::norm_preservation:
       if constexpr (has_representation<E>)
-        return run_law(which, claimed, options, double_rule, [&] { return check_rep_trial<E>(which, fixed); });
+        return run_law(identity_of(which), claimed, options, double_rule, [&] { return check_rep_trial<E>(which, fixed); });
       break;
     case law::content_shift_invariance:
       if constexpr (has_content_bias<E>)
-        return run_law(which, claimed, options, "|error| <= 64 eps64 (1 + |s1| + |s2|)(1 + |m - n|)",
+        return run_law(identity_of(which), claimed, options, "|error| <= 64 eps64 (1 + |s1| + |s2|)(1 + |m - n|)",
                        [&] { return check_content_shift_trial<E>(fixed); });
       break;
     case law::shift_linear:
       if constexpr (is_embedding<E>)
-        return run_law(which, claimed, options, "|error| <= 1e-6 (1 + |PE(m+k)|)",
+        return run_law(identity_of(which), claimed, options, "|error| <= 1e-6 (1 + |PE(m+k)|)",
                        [&] { return check_shift_linear_trial<E>(fixed); });
       break;
   }
   return {};
+}
+
+/// A law of your own (laws.hpp: law_list): a name, a formula, a stated tolerance and a trial.
+template <class L, class E>
+concept LawTester = requires(trial_inputs<E>& t) {
+  { L::name } -> std::convertible_to<std::string_view>;
+  { L::formula } -> std::convertible_to<std::string_view>;
+  { L::tolerance } -> std::convertible_to<std::string_view>;
+  { L::template trial<E>(t) } -> std::same_as<std::optional<counterexample>>;
+};
+
+template <class E>
+struct extra_laws_of {
+  using type = law_list<>;
+};
+template <class E>
+  requires requires { typename E::extra_laws; }
+struct extra_laws_of<E> {
+  using type = typename E::extra_laws;
+};
+
+/// Runs each law tester E lists (claimed by being listed).
+template <class E, class... Laws>
+void check_extra_laws(law_list<Laws...>, const std::optional<typename E::params>& fixed,
+                      const check_options& options, std::vector<law_result>& rows) {
+  static_assert((LawTester<Laws, E> && ...),
+                "grape: an entry of extra_laws is not a law tester: give it static name, formula and "
+                "tolerance strings and `template <class E> static std::optional<counterexample> "
+                "trial(detail::trial_inputs<E>&)`");
+  (rows.push_back(run_law(identity_of(Laws::name, Laws::formula), /*claimed=*/true, options,
+                          std::string(Laws::tolerance), [&] {
+                            auto t = draw_trial<E>(fixed);
+                            return Laws::template trial<E>(t);
+                          })),
+   ...);
 }
 
 }  // namespace detail
@@ -352,6 +389,7 @@ check_report check(const std::optional<typename E::params>& fixed, const check_o
     if (!E::claims.contains(l) && l == law::kernel_agreement && !E::claims.contains(law::reference_agreement)) continue;
     report.laws.push_back(detail::check_law<E>(l, fixed, options));
   }
+  detail::check_extra_laws<E>(typename detail::extra_laws_of<E>::type{}, fixed, options, report.laws);
   return report;
 }
 

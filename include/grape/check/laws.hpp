@@ -67,6 +67,22 @@ struct law_set {
 };
 constexpr law_set operator|(law a, law b) { return law_set(a) | law_set(b); }
 
+/// Laws of your own, added without editing grape: an encoding claims them by listing their tester
+/// types, `using extra_laws = grape::law_list<my_law, ...>;`. A tester is a type with
+///   static constexpr std::string_view name, formula, tolerance;
+///   template <class E> static std::optional<counterexample> trial(detail::trial_inputs<E>& t);
+/// (the LawTester concept, check/checker.hpp): `trial` gets the trial's parameters, instance,
+/// head and a seeded generator, draws what else it needs with rapidcheck generators (which
+/// shrink), and returns a counterexample when the law fails. The checker runs it as it runs the
+/// built-in laws: same seed handling, trial count, shrinking and report row.
+template <class... Laws>
+struct law_list {};
+
+namespace detail {
+template <class E>
+struct trial_inputs;  // one trial's draws (check/checker.hpp)
+}  // namespace detail
+
 /// The laws every orthogonal rotary encoding claims.
 inline constexpr law_set rotary_laws = law::group | law::homomorphism | law::relative |
                                        law::score_invariance | law::norm_preservation |

@@ -2,11 +2,13 @@
 // Runs one law as a rapidcheck property with an explicit seed and trial count, and keeps the
 // counterexample of the last failing evaluation. rapidcheck only accepts failing candidates while
 // shrinking, so the last failure it evaluated is the minimal counterexample it reports.
+#include <cstdint>
 #include <optional>
 #include <rapidcheck.h>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include "grape/check/report.hpp"
 
@@ -32,9 +34,27 @@ struct silent_listener final : rc::detail::TestListener {
   void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
 };
 
+/// What names a law's row and seeds its property: a built-in law or a law tester.
+struct law_identity {
+  std::string name;
+  std::string formula;
+  std::uint64_t seed_offset;  // added to the report's seed: each law draws its own inputs
+};
+
+inline law_identity identity_of(law which) {
+  return {std::string(to_string(which)), std::string(formula(which)), static_cast<std::uint64_t>(which)};
+}
+
+/// A law tester's seed offset: FNV-1a of its name (stable across runs and platforms).
+inline law_identity identity_of(std::string_view name, std::string_view formula) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return {std::string(name), std::string(formula), h};
+}
+
 /// `trial` draws its inputs with rapidcheck generators and returns a counterexample or nothing.
 template <class Trial>
-law_result run_law(law which, bool claimed, const check_options& options, std::string tolerance, Trial trial) {
+law_result run_law(law_identity id, bool claimed, const check_options& options, std::string tolerance, Trial trial) {
   load_rapidcheck_quietly();
   std::optional<counterexample> last;
   auto property = [&]() {
@@ -50,15 +70,16 @@ law_result run_law(law which, bool claimed, const check_options& options, std::s
     }
   };
   rc::detail::TestParams params;
-  params.seed = options.seed + static_cast<std::uint64_t>(which);
+  params.seed = options.seed + id.seed_offset;
   params.maxSuccess = options.trials;
   params.maxSize = 100;
   rc::detail::TestMetadata metadata;
-  metadata.id = std::string(to_string(which));
+  metadata.id = id.name;
   silent_listener listener;
   const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), metadata, params, listener);
   law_result r;
-  r.which = which;
+  r.name = std::move(id.name);
+  r.formula = std::move(id.formula);
   r.claimed = claimed;
   r.tolerance = std::move(tolerance);
   rc::detail::FailureResult failure;

@@ -5,6 +5,7 @@
 #include <nlohmann/json_fwd.hpp>  // to_json(): callers include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "grape/check/laws.hpp"
@@ -28,7 +29,8 @@ struct counterexample {
 enum class law_status { holds, fails };
 
 struct law_result {
-  law which;
+  std::string name;         // a built-in law's to_string, or a law tester's name
+  std::string formula;
   bool claimed = false;
   law_status status = law_status::holds;
   int trials = 0;
@@ -46,6 +48,7 @@ struct check_report {
   /// Every claimed law holds.
   bool passed() const;
   const law_result* find(law l) const;
+  const law_result* find(std::string_view name) const;
   std::string table() const;
   nlohmann::json to_json() const;
 };

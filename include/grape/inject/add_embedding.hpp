@@ -37,7 +37,7 @@ struct embedding_instance {
 
 template <class T>
 struct add_embedding {
-  static constexpr injection_kind kind = injection_kind::add_embedding;
+  static constexpr std::string_view description = "add to the input embedding";
   template <class R>
   using instance = embedding_instance<T>;
   using table_type = T;

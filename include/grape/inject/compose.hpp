@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "grape/inject/concepts.hpp"
+#include "grape/inject/rotate_qk.hpp"
 
 namespace grape {
 
@@ -24,11 +25,16 @@ struct composed_instance {
   }
 };
 
+template <class I>
+inline constexpr bool is_rotate_qk = false;
+template <layout_kind Q, layout_kind K>
+inline constexpr bool is_rotate_qk<rotate_qk<Q, K>> = true;
+
 template <class Rotate, class Bias>
 struct compose {
-  static_assert(Rotate::kind == injection_kind::rotate_qk && Bias::kind == injection_kind::score_bias,
+  static_assert(is_rotate_qk<Rotate> && requires { typename Bias::bias_type; },
                 "grape: compose<A, B> takes a rotate_qk injection first and a score_bias second");
-  static constexpr injection_kind kind = injection_kind::composed;
+  static constexpr std::string_view description = "rotate Q and K, then add a score bias";
   template <class R>
   using instance = composed_instance<typename Rotate::template instance<R>,
                                      typename Bias::template instance<R>>;

@@ -35,7 +35,7 @@ struct lift_instance {
 };
 
 struct lift_qk {
-  static constexpr injection_kind kind = injection_kind::lift_qk;
+  static constexpr std::string_view description = "lift Q and K (augmented, keys paired by inverse transpose)";
   template <class R>
   using instance = lift_instance<R>;
 };

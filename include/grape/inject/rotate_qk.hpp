@@ -55,7 +55,7 @@ struct rotate_instance {
 
 template <layout_kind QLayout, layout_kind KLayout = QLayout>
 struct rotate_qk {
-  static constexpr injection_kind kind = injection_kind::rotate_qk;
+  static constexpr std::string_view description = "rotate Q and K";
   template <class R>
   using instance = rotate_instance<R, QLayout, KLayout>;
 };

@@ -32,7 +32,7 @@ struct bias_instance {
 
 template <class B>
 struct score_bias {
-  static constexpr injection_kind kind = injection_kind::score_bias;
+  static constexpr std::string_view description = "add a score bias";
   template <class R>
   using instance = bias_instance<B>;
   using bias_type = B;

@@ -14,6 +14,7 @@
 #include "grape/math/rotate.hpp"
 #include "grape/math/sincos.hpp"
 #include "grape/rep/concepts.hpp"
+#include "grape/schedule/rotary_spec.hpp"  // rope_inv_freq
 #include "grape/view/concepts.hpp"
 #include "grape/view/planes.hpp"
 
@@ -88,12 +89,5 @@ class rotation_planes {
   std::vector<frequency> omega_;
   std::vector<math::phase_t> turns_;  // [planes][N], flat: the view's layout
 };
-
-/// The RoPE frequency table θ_i = base^(-2i/d), i = 0 .. d/2 - 1, in float64.
-inline std::vector<double> rope_inv_freq(int rotary_dim, double base) {
-  std::vector<double> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i) f[i] = std::pow(base, -2.0 * i / rotary_dim);
-  return f;
-}
 
 }  // namespace grape

@@ -1,6 +1,7 @@
 #pragma once
 // The run-time parameters of a rotary encoding: everything a rotate_qk kernel needs and nothing
 // about where the numbers came from (a built-in default, a schedule, a model's config.json).
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -21,5 +22,13 @@ struct rotary_spec {
   int num_axes = 1;
   std::vector<int> plane_axis;
 };
+
+/// The RoPE frequency table θ_i = base^(-2i/d), i = 0 .. d/2 - 1, in float64: the built-ins'
+/// default and the sinusoidal embedding's frequencies (model schedules: src/model).
+inline std::vector<double> rope_inv_freq(int rotary_dim, double base) {
+  std::vector<double> f(rotary_dim / 2);
+  for (int i = 0; i < rotary_dim / 2; ++i) f[i] = std::pow(base, -2.0 * i / rotary_dim);
+  return f;
+}
 
 }  // namespace grape
