@@ -1,12 +1,15 @@
 // The CUDA rotate_qk for encoding instances (kernels/cuda/encode_qk.cuh) instantiated for every
-// built-in representation that rotate_qk encodings use, in f32/f16/bf16: it must compile for every
-// configured architecture, and ptxas must report no spill and no stack frame (tests/cuda). The body
-// itself is checked against the CPU kernel by tests/cuda_emulation.
+// built-in representation that rotate_qk encodings use, and GRAPE-A's lift_qk (lift_qk.cuh), in
+// f32/f16/bf16: it must compile for every configured architecture, and ptxas must report no spill
+// and no stack frame (tests/cuda). The bodies are checked against the CPU kernels by
+// tests/cuda_emulation.
 #include "cuda/encode_qk.cuh"
+#include "cuda/lift_qk.cuh"
 #include "grape/rep/rank2_rotation.hpp"
 #include "grape/rep/rotation_planes.hpp"
 #include "grape/rep/scaled_planes.hpp"
 #include "grape/rep/skew_generators.hpp"
+#include "grape/rep/unipotent_lift.hpp"
 
 namespace grape::cuda {
 
@@ -25,4 +28,12 @@ GRAPE_ENCODE_QK_INSTANCE(rank2_rotation, interleaved)      // GRAPE-M
 GRAPE_ENCODE_QK_INSTANCE(skew_generators<1>, interleaved)  // learned basis (STRING)
 GRAPE_ENCODE_QK_INSTANCE(skew_generators<2>, interleaved)  // LieRE 2-D
 
+}  // namespace grape::cuda
+
+// GRAPE-A's lift on Q/K (kernels/cuda/lift_qk.cuh), forward and backward.
+namespace grape::cuda {
+template void lift_qk(const device_lift<unipotent_lift>&, const cpu::rotate_qk_args&, const cpu::lifted_tensor&,
+                      const cpu::lifted_tensor&, std::int64_t, int*, cudaStream_t);
+template void lift_qk_backward(const device_lift<unipotent_lift>&, const cpu::rotate_qk_args&,
+                               const cpu::lifted_tensor&, const cpu::lifted_tensor&, std::int64_t, int*, cudaStream_t);
 }  // namespace grape::cuda

@@ -21,26 +21,10 @@
 #include "cuda/encode_qk_thread.hpp"
 #include "hour_of_day_rope.hpp"
 #include "host_storage.hpp"
+#include "relocated_view.hpp"
 
 namespace grape {
 namespace {
-
-/// A view whose arrays live in buffers owned here, as device_view holds them in device memory.
-template <class View>
-struct relocated_view {
-  View view;
-  std::vector<std::unique_ptr<unsigned char[]>> arrays;
-
-  explicit relocated_view(View host) : view(host) {
-    view.relocate([this](auto*& pointer, std::int64_t count) {
-      using T = std::remove_cv_t<std::remove_reference_t<decltype(*pointer)>>;
-      auto copy = std::make_unique<unsigned char[]>(static_cast<std::size_t>(count) * sizeof(T) + 1);
-      std::memcpy(copy.get(), pointer, static_cast<std::size_t>(count) * sizeof(T));
-      pointer = reinterpret_cast<const T*>(copy.get());
-      arrays.push_back(std::move(copy));
-    });
-  }
-};
 
 /// Runs the CUDA body over grid = tokens, `block` threads per block; returns the error flag.
 template <class T, class View, layout_kind Q, layout_kind K>
