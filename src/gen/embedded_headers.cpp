@@ -17,10 +17,9 @@ std::string_view trim_left(std::string_view s) {
   return s;
 }
 
-}  // namespace
-
-std::string embeddable_math_text(std::vector<std::string>& std_includes) {
-  const auto& headers = embedded_math_headers();
+// `headers` made fit to paste, in order (each includes only earlier ones).
+std::string embeddable_text(const std::vector<embedded_header>& headers,
+                            std::vector<std::string>& std_includes) {
   std::string out;
   for (const auto& h : headers) {
     out += fmt::format("// ---- begin {} (embedded from the grape library) ----\n", h.path);
@@ -52,6 +51,19 @@ std::string embeddable_math_text(std::vector<std::string>& std_includes) {
     out += fmt::format("// ---- end {} ----\n\n", h.path);
   }
   return out;
+}
+
+}  // namespace
+
+std::string embeddable_math_text(std::vector<std::string>& std_includes) {
+  return embeddable_text(embedded_math_headers(), std_includes);
+}
+
+std::string embeddable_view_text(std::vector<std::string>& std_includes) {
+  std::vector<embedded_header> all = embedded_math_headers();
+  const auto& views = embedded_view_headers();
+  all.insert(all.end(), views.begin(), views.end());
+  return embeddable_text(all, std_includes);
 }
 
 }  // namespace grape::gen

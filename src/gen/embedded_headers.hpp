@@ -1,7 +1,9 @@
 #pragma once
 // The device-safe element math (grape/config.hpp, math/phase.hpp, math/sincos.hpp,
-// math/rotate.hpp) as text, embedded at build time (embed_headers.cmake), so a generated kernel
-// carries the same code the library compiles, not a retyped copy.
+// math/rotate.hpp) and the representation views (math/dot.hpp, math/rank2.hpp, view/planes.hpp,
+// view/scaled_planes.hpp, view/rank2.hpp, view/skew.hpp) as text, embedded at build time
+// (embed_headers.cmake, embedded_header_list.cmake), so a generated kernel carries the same code
+// the library compiles, not a retyped copy.
 #include <string>
 #include <vector>
 
@@ -14,10 +16,14 @@ struct embedded_header {
 
 /// In dependency order.
 const std::vector<embedded_header>& embedded_math_headers();
+/// In dependency order, after the math headers (which they include).
+const std::vector<embedded_header>& embedded_view_headers();
 
 /// The headers made fit to paste into one file: `#pragma once` and every `#include` line
 /// removed; the standard headers they included are added to `std_includes` (each once, e.g.
 /// "<cstdint>"). An include of a project header that is not embedded is an input_error.
 std::string embeddable_math_text(std::vector<std::string>& std_includes);
+/// The same for the math headers followed by the view headers.
+std::string embeddable_view_text(std::vector<std::string>& std_includes);
 
 }  // namespace grape::gen

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cpu/rotate_qk.hpp"
+#include "gen_support.hpp"
 #include "gen/embedded_headers.hpp"
 #include "gen/kernel_gen.hpp"
 #include "grape/detail/error.hpp"
@@ -36,60 +37,10 @@
 
 namespace {
 
-namespace fs = std::filesystem;
+using namespace grape_gen_test;
 
 using rope_fn = int (*)(void*, void*, const std::int64_t*, std::int64_t, std::int64_t, std::int64_t,
                         std::int64_t, std::int64_t, std::int64_t, std::int64_t, int);
-
-struct run_result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string quote(const std::string& s) { return "'" + s + "'"; }
-
-// Runs a shell command; stdout and stderr separately.
-run_result run_command(const std::string& cmd, const fs::path& err_file) {
-  run_result r;
-  FILE* p = popen((cmd + " 2>" + quote(err_file.string())).c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = slurp(err_file);
-  return r;
-}
-
-// One folder per process (ctest -j runs the tests of this program side by side), removed at exit.
-struct scratch_dir {
-  fs::path path;
-  scratch_dir() : path(fs::path(GRAPE_BINARY_DIR) / "gen_test" / std::to_string(::getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-fs::path work_dir() {
-  static const scratch_dir dir;
-  return dir.path;
-}
-
-run_result run_grape(const std::string& args) {
-  return run_command(std::string(GRAPE_BINARY_DIR) + "/bin/grape " + args, work_dir() / "grape.err");
-}
 
 struct bundled_model {
   std::string dir;     // folder name under examples/configs
@@ -165,41 +116,6 @@ const built_library& cpp_library() {
 rope_fn entry(const built_library& lib, const bundled_model& m) {
   return reinterpret_cast<rope_fn>(
       dlsym(lib.handle, grape::gen::entry_point_name(m.name, grape::gen::target::cpp).c_str()));
-}
-
-// ---- storage helpers -------------------------------------------------------------------------
-
-std::uint16_t to_bf16(float f) {  // round to nearest even
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-
-std::uint16_t to_f16(float f) {
-  const _Float16 h = static_cast<_Float16>(f);
-  std::uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
-
-float from_bf16(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-float from_f16(std::uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return static_cast<float>(h);
-}
-
-// Bits of a 16-bit sign-magnitude float as an ordered integer: adjacent values differ by 1.
-std::int32_t ordered16(std::uint16_t b) {
-  const std::int32_t mag = b & 0x7fff;
-  return (b & 0x8000) ? -mag : mag;
 }
 
 struct layout {
@@ -432,8 +348,6 @@ TEST_F(GenCpp, OpenMpBuildAgreesWithTheSerialBuild) {
 
 // ---- CLI errors ------------------------------------------------------------------------------
 
-int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
-
 bool dir_has_entries_starting(const fs::path& dir, const std::string& prefix) {
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().filename().string().rfind(prefix, 0) == 0) return true;
@@ -535,47 +449,6 @@ TEST(GenSpec, MultiAxisAndBadSpecsAreRejected) {
 }
 
 // ---- CUDA ------------------------------------------------------------------------------------
-
-std::string nvcc_path() {
-#if defined(GRAPE_NVCC)
-  return GRAPE_NVCC;
-#else
-  const char* env = std::getenv("GRAPE_GEN_NVCC");
-  return env ? env : "";
-#endif
-}
-
-std::vector<std::string> cuda_archs() {
-#if defined(GRAPE_CUDA_ARCHS)
-  std::string s = GRAPE_CUDA_ARCHS;
-#else
-  std::string s = "80,90";
-#endif
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string a; std::getline(ss, a, ',');)
-    if (!a.empty()) v.push_back(a);
-  return v;
-}
-
-// nvcc -std=c++17 -Xptxas -v for every arch; returns the compiler's report, and fails the test
-// unless it compiled and every one of `expected_kernels` kernels has no spill and no stack frame.
-void check_ptxas(const std::string& nvcc, const std::vector<std::string>& archs, const fs::path& source,
-                 int expected_kernels) {
-  std::string gencode;
-  for (const auto& a : archs) gencode += " -gencode arch=compute_" + a + ",code=sm_" + a;
-  const auto r = run_command(quote(nvcc) + " -std=c++17 -O3 --threads 2 -Xptxas -v" + gencode + " -c " +
-                                 quote(source.string()) + " -o " + quote(source.string() + ".o"),
-                             work_dir() / "nvcc.err");
-  ASSERT_EQ(r.code, 0) << r.err;
-  const std::regex resource(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
-  int kernels = 0;
-  for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), resource); it != std::sregex_iterator(); ++it) {
-    ++kernels;
-    EXPECT_EQ((*it)[0].str(), "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") << r.err;
-  }
-  EXPECT_EQ(kernels, expected_kernels) << r.err;
-}
 
 // Every bundled rotary model's CUDA source: one compiled on its own (it is self-contained), then
 // all of them in one translation unit (one nvcc front-end pass instead of one per model; their

@@ -1,0 +1,35 @@
+#pragma once
+// Pieces of text both kinds of generated file share (kernel_gen.cpp: a rotary_spec's kernel;
+// view_gen.cpp: an instance's view): the entry points' argument description, their argument
+// checks, the storage conversions and the CUDA bad-position query, filled by @NAME@ substitution.
+#include <map>
+#include <string>
+#include <vector>
+
+namespace grape::gen::detail {
+
+/// The header comment's description of the entry point's arguments; @POSITIONS_DOC@ is the
+/// positions line(s), which differ (tokens_positions_doc for the rotary_spec kernel).
+extern const char* const arguments_doc;
+extern const char* const tokens_positions_doc;
+/// check_shapes(...) and rows_disjoint(...) (kHeadDim comes from the template).
+extern const char* const shape_checks;
+/// f32_io, bf16_io and (with _Float16) f16_io for C++; GRAPE_@UNAME@_HAVE_F16 says which.
+extern const char* const cpp_storage_io;
+/// io<float>, io<__nv_bfloat16>, io<__half> for CUDA.
+extern const char* const cuda_storage_io;
+/// The doc and definition of @ENTRY@_bad_positions (reads grape_@NAME@_detail::bad_position_flag).
+extern const char* const cuda_bad_positions_doc;
+extern const char* const cuda_bad_positions;
+
+/// Every @KEY@ in text replaced by its value.
+std::string substitute(std::string text, const std::map<std::string, std::string>& values);
+
+/// "#include <x>\n" for each standard header the embedded text needs, but <cstdint> (the
+/// templates include it themselves).
+std::string include_lines(const std::vector<std::string>& std_includes);
+
+/// The name in upper case, for macros.
+std::string upper(const std::string& name);
+
+}  // namespace grape::gen::detail
