@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/launch.hpp"
+#include "cpu/rotate_qk_plan.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/math/phase.hpp"
 #include "grape/math/sincos.hpp"
@@ -65,9 +66,8 @@ void add_sinusoidal(const embedding_rows& rows, double base) {
   check_rows(rows, std::numeric_limits<std::int64_t>::max());
   if (rows.dim % 2 != 0) throw input_error("dim must be even for sinusoidal embeddings");
   if (!(base > 1.0) || !std::isfinite(base)) throw input_error("base must be a finite value > 1");
-  const std::vector<double> inv_freq = rope_inv_freq(rows.dim, base);  // the sinusoid's θ_i
-  std::vector<math::phase_t> f(inv_freq.size());
-  for (std::size_t i = 0; i < f.size(); ++i) f[i] = math::turn_fraction_of(inv_freq[i]);
+  // The sinusoid's θ_i are RoPE's, as exact turn fractions.
+  const std::vector<math::phase_t> f = detail::turn_fractions_of(rope_inv_freq(rows.dim, base));
   detail::launch_items(rows.tokens, 0, rows.threads, detail::sinusoidal_row{rows, f.data()});
 }
 

@@ -24,7 +24,7 @@ rotary_cache rotary_cache::build(const rotary_spec& spec, std::int64_t max_posit
   c.first_position = first_position;
   c.max_position = max_position;
   c.attention_factor = spec.attention_factor;
-  c.turn_fractions = detail::turn_fractions_of(spec);
+  c.turn_fractions = detail::turn_fractions_of(spec.inv_freq);
   c.rows.resize(static_cast<std::size_t>(count) * spec.rotary_dim);
   const int half = spec.rotary_dim / 2;
   const float factor = static_cast<float>(spec.attention_factor);

@@ -132,9 +132,9 @@ bool use_streaming_stores(const rotate_qk_args& args, const rotate_plan& p) {
 
 }  // namespace
 
-std::vector<math::phase_t> turn_fractions_of(const rotary_spec& spec) {
-  std::vector<math::phase_t> f(spec.inv_freq.size());
-  for (std::size_t i = 0; i < f.size(); ++i) f[i] = math::turn_fraction_of(spec.inv_freq[i]);
+std::vector<math::phase_t> turn_fractions_of(const std::vector<double>& inv_freq) {
+  std::vector<math::phase_t> f(inv_freq.size());
+  for (std::size_t i = 0; i < f.size(); ++i) f[i] = math::turn_fraction_of(inv_freq[i]);
   return f;
 }
 
@@ -248,7 +248,7 @@ owned_plan make_rotate_plan(const rotary_spec& spec, const rotate_qk_args& args,
   check_rotary_spec(spec);
   const encoding_shape shape = shape_of(spec);
   o.plane_axis = spec.plane_axis;
-  o.turn_fractions = turn_fractions_of(spec);
+  o.turn_fractions = turn_fractions_of(spec.inv_freq);
 
   position_window window{0, args.max_position};
   if (args.cache != nullptr) {

@@ -130,8 +130,8 @@ void plan_fused(const rotate_qk_args& args, std::int64_t max_seq, operand_spans 
 /// Bytes per element of a storage type.
 inline std::size_t element_bytes(dtype t) { return t == dtype::f32 ? 4 : 2; }
 
-/// Turn fractions of the spec's inverse frequencies (a spec check_rotary_spec accepted).
-std::vector<math::phase_t> turn_fractions_of(const rotary_spec& spec);
+/// Turn fractions of inverse frequencies (finite and non-negative: check_rotary_spec's rule).
+std::vector<math::phase_t> turn_fractions_of(const std::vector<double>& inv_freq);
 
 /// Runs the plan; one instantiation set per storage type (rotate_qk_f32.cpp, ...).
 void run_rotate_f32(const rotate_plan& plan);

@@ -69,13 +69,15 @@ class device_encoding {
   using view_type = decltype(std::declval<const R&>().view());
   static constexpr layout_kind q_layout = QLayout, k_layout = KLayout;
 
-  /// Checks the instance's shape, then uploads its view (and its plane tables, if any).
+  /// Checks the instance's shape, then uploads its plane tables (rotation planes) or its view.
   explicit device_encoding(const rotate_instance<R, QLayout, KLayout>& inst)
-      : shape_(checked(shape_of(inst))), spec_(kernel_traits<R>::plane_spec(inst)), view_(inst.rep.view()) {
+      : shape_(checked(shape_of(inst))), spec_(kernel_traits<R>::plane_spec(inst)) {
     if (spec_) tables_ = std::make_unique<device_rotary>(*spec_);
+    else view_.emplace(inst.rep.view());
   }
 
-  const view_type& view() const { return view_.view(); }
+  /// The device view; only without plane_spec() (the chunked kernel takes those calls).
+  const view_type& view() const { return view_->view(); }
   const encoding_shape& shape() const { return shape_; }
   /// Set when the specialised kernel takes the calls: the instance as a rotary_spec, its tables.
   const rotary_spec* plane_spec() const { return spec_ ? &*spec_ : nullptr; }
@@ -89,7 +91,7 @@ class device_encoding {
 
   encoding_shape shape_;
   std::optional<rotary_spec> spec_;
-  device_view<view_type> view_;
+  std::optional<device_view<view_type>> view_;  // not for plane specs
   std::unique_ptr<device_rotary> tables_;
 };
 

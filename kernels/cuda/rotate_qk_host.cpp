@@ -66,7 +66,7 @@ void detail::check_device_call(const cpu::rotate_qk_args& args, const int* devic
 device_rotary::device_rotary(const rotary_spec& spec, std::int64_t cache_positions) {
   check_rotary_spec(spec);
   if (cache_positions < 0) throw input_error(fmt::format("cache_positions: must be >= 0 (got {})", cache_positions));
-  const std::vector<math::phase_t> turns = cpu::detail::turn_fractions_of(spec);
+  const std::vector<math::phase_t> turns = cpu::detail::turn_fractions_of(spec.inv_freq);
   check(cudaMalloc(&turn_fractions_, turns.size() * sizeof(math::phase_t)), "cudaMalloc");
   check(cudaMemcpy(turn_fractions_, turns.data(), turns.size() * sizeof(math::phase_t), cudaMemcpyHostToDevice), "cudaMemcpy");
   if (!spec.plane_axis.empty()) {

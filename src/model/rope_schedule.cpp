@@ -20,14 +20,11 @@ constexpr double two_pi = 2.0 * std::numbers::pi;
 
 // base^(-2i/d) for every plane, in the requested precision.
 std::vector<double> base_table(double base, int d, frequency_precision p) {
+  if (p == frequency_precision::float64) return rope_inv_freq(d, base);
   std::vector<double> t(d / 2);
   for (int i = 0; i < d / 2; ++i) {
-    if (p == frequency_precision::float64) {
-      t[i] = 1.0 / std::pow(base, (2.0 * i) / d);
-    } else {
-      const float e = static_cast<float>(2 * i) / static_cast<float>(d);
-      t[i] = 1.0f / std::pow(static_cast<float>(base), e);
-    }
+    const float e = static_cast<float>(2 * i) / static_cast<float>(d);
+    t[i] = 1.0f / std::pow(static_cast<float>(base), e);
   }
   return t;
 }

@@ -164,7 +164,7 @@ TEST(CudaEmulation, PositionOutsideTheLimitSetsTheFlagAndLeavesTheTokenUntouched
   p.head_dim = p.rotary_dim = 8;
   p.seq_len = p.total_tokens = 1;
   p.position_ids = positions.data();
-  const auto turns = cpu::detail::turn_fractions_of(spec);
+  const auto turns = cpu::detail::turn_fractions_of(spec.inv_freq);
   p.turn_fractions = turns.data();
   EXPECT_EQ((emulate<float, 4, layout_kind::half_split>(p, 1, 32)), 1);
   for (float v : q) EXPECT_EQ(v, 1.0f);

@@ -23,11 +23,13 @@ struct rotary_spec {
   std::vector<int> plane_axis;
 };
 
-/// The RoPE frequency table θ_i = base^(-2i/d), i = 0 .. d/2 - 1, in float64: the built-ins'
-/// default and the sinusoidal embedding's frequencies (model schedules: src/model).
+/// The RoPE frequency table θ_i = 1 / base^(2i/d), i = 0 .. d/2 - 1, in float64, written as the
+/// reference implementations write it (1.0 / base ** (arange(0, d, 2) / d)): the built-ins'
+/// default, the sinusoidal embedding's frequencies and the model schedules' base table
+/// (src/model/rope_schedule.cpp), so a built-in type and a config give the same bits.
 inline std::vector<double> rope_inv_freq(int rotary_dim, double base) {
   std::vector<double> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i) f[i] = std::pow(base, -2.0 * i / rotary_dim);
+  for (int i = 0; i < rotary_dim / 2; ++i) f[i] = 1.0 / std::pow(base, (2.0 * i) / rotary_dim);
   return f;
 }
 
