@@ -1,6 +1,6 @@
 #pragma once
-// The laws an encoding can claim. Each is checked by a rapidcheck property (check/checker.hpp);
-// docs/concepts.md states them as formulas.
+// The laws an encoding can claim. Each is checked by a law tester (check/builtin_laws.hpp) run as
+// a rapidcheck property (check/checker.hpp); docs/concepts.md states them as formulas.
 #include <array>
 #include <string_view>
 
@@ -73,8 +73,9 @@ constexpr law_set operator|(law a, law b) { return law_set(a) | law_set(b); }
 ///   template <class E> static std::optional<counterexample> trial(detail::trial_inputs<E>& t);
 /// (the LawTester concept, check/checker.hpp): `trial` gets the trial's parameters, instance,
 /// head and a seeded generator, draws what else it needs with rapidcheck generators (which
-/// shrink), and returns a counterexample when the law fails. The checker runs it as it runs the
-/// built-in laws: same seed handling, trial count, shrinking and report row.
+/// shrink), and returns a counterexample when the law fails. The built-in laws are testers of the
+/// same kind (check/builtin_laws.hpp), and the checker runs both through one runner: same seed
+/// handling, trial count, shrinking and report row.
 template <class... Laws>
 struct law_list {};
 

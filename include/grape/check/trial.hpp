@@ -1,0 +1,103 @@
+#pragma once
+// One trial's inputs (what every law tester's `trial` receives) and what the built-in laws'
+// trials share: the questions they ask of an encoding's types, position and content draws, and
+// the tolerance rules.
+#include <Eigen/Core>
+#include <array>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <rapidcheck.h>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "grape/detail/random.hpp"
+#include "grape/encoding.hpp"
+#include "grape/inject/score_bias.hpp"
+
+namespace grape::detail {
+
+inline constexpr double eps64 = std::numeric_limits<double>::epsilon();
+inline constexpr double eps32 = std::numeric_limits<float>::epsilon();
+
+template <class E>
+constexpr bool has_representation = !std::is_same_v<typename E::representation, no_representation>;
+
+/// What the laws need, read from the instance and the injection rather than from a closed list
+/// of injection kinds: an embedding table (shift_linear), a content-dependent bias.
+template <class E>
+constexpr bool is_embedding = requires(const typename E::instance& i) { i.table; };
+
+template <class E>
+constexpr bool has_content_bias = [] {
+  if constexpr (requires { typename E::injection::bias_type; })
+    return ContentDependentBias<typename E::injection::bias_type>;
+  else
+    return false;
+}();
+
+template <class E>
+constexpr bool has_reference_bias = requires(const typename E::params& p) {
+  { E::reference_bias(p, 0, std::int64_t{0}, std::int64_t{0}) } -> std::convertible_to<double>;
+};
+
+using vec = Eigen::VectorXd;
+
+inline vec random_vec(std::mt19937_64& rng, int n) {
+  const auto v = normal_vector(rng, n);
+  return Eigen::Map<const vec>(v.data(), n);
+}
+
+template <std::size_t N>
+std::string show(const std::array<std::int64_t, N>& c) {
+  std::string s = "(";
+  for (std::size_t k = 0; k < N; ++k) s += (k ? ", " : "") + std::to_string(c[k]);
+  return s + ")";
+}
+
+/// One trial's draws: parameters (fixed or from a shrinkable seed), content seed, positions.
+template <class E>
+struct trial_inputs {
+  using G = typename E::group;
+  typename E::params params;
+  typename E::instance instance;
+  std::mt19937_64 rng;
+  int head = 0;
+
+  static std::array<std::int64_t, G::rank> draw_coords(std::int64_t lo, std::int64_t hi) {
+    std::array<std::int64_t, G::rank> c{};
+    for (auto& x : c) x = *rc::gen::inRange<std::int64_t>(lo, hi);
+    return c;
+  }
+};
+
+template <class E>
+trial_inputs<E> draw_trial(const std::optional<typename E::params>& fixed) {
+  const auto param_seed = *rc::gen::arbitrary<std::uint64_t>();
+  const auto content_seed = *rc::gen::arbitrary<std::uint64_t>();
+  std::mt19937_64 prng(param_seed);
+  auto params = fixed ? *fixed : E::random_params(prng);
+  auto inst = E::make(params);
+  const int head = *rc::gen::inRange(0, inst.heads());
+  return {std::move(params), std::move(inst), std::mt19937_64(content_seed), head};
+}
+
+/// Σ_k |c_k|·‖L_k‖: the size of the exponent, which bounds the reference's own rounding error.
+template <class R, std::size_t N>
+double angle_size(const R& rep, const std::array<std::int64_t, N>& c) {
+  double a = 0;
+  for (std::size_t k = 0; k < N; ++k) a += std::abs(static_cast<double>(c[k])) * rep.generator(static_cast<int>(k)).norm();
+  return a;
+}
+
+inline double double_tolerance(int d, double angle) { return 64.0 * d * eps64 + 1024.0 * eps64 * angle; }
+inline double float_tolerance(int d, double angle) { return 16.0 * std::sqrt(static_cast<double>(d)) * eps32 + 1024.0 * eps64 * angle; }
+
+inline constexpr std::string_view double_rule = "|error| <= scale * (64 d eps64 + 1024 eps64 |angle|)";
+inline constexpr std::string_view float_rule = "|error| <= scale * (16 sqrt(d) eps32 + 1024 eps64 |angle|)";
+
+}  // namespace grape::detail
