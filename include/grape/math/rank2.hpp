@@ -48,7 +48,8 @@ inline double rank2_plane(const double* a, const double* b, int dim, double* e1,
 template <class T>
 GRAPE_HOST_DEVICE void rank2_apply(const T* e1, const T* e2, T sin_h, T cos_h, const T* x, T* y,
                                    int dim) {
-  const T p = dot_lanes(e1, x, dim), q = dot_lanes(e2, x, dim);
+  const auto pq = dot2_lanes(e1, e2, x, dim);
+  const T p = pq.a, q = pq.b;
   const T sin_ts = T(2) * sin_h * cos_h, one_minus_cos = T(2) * sin_h * sin_h;
   const T c1 = sin_ts * q - one_minus_cos * p;   // coefficient of e1
   const T c2 = -sin_ts * p - one_minus_cos * q;  // coefficient of e2
