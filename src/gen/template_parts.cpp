@@ -127,6 +127,73 @@ const char* const cuda_bad_positions = R"(extern "C" int @ENTRY@_bad_positions(c
 }
 )";
 
+// The entry points. Continuation lines are aligned for the generated text: rotate_tokens and
+// encode_tokens have the same length, and @VIEW_ARG@ only lengthens the first line of a call.
+const char* const cpp_entry = R"(extern "C" int @ENTRY@(void* q, void* k, const std::int64_t* positions, std::int64_t tokens,
+    std::int64_t q_heads, std::int64_t k_heads, std::int64_t q_token_stride, std::int64_t q_head_stride,
+    std::int64_t k_token_stride, std::int64_t k_head_stride, int dtype) {
+  namespace d = grape_@NAME@_detail;
+  if (dtype != 0 && dtype != 1 && dtype != 2) return 3;
+#if !defined(GRAPE_@UNAME@_HAVE_F16)
+  if (dtype == 2) return 3;
+#endif
+  if (const int e = d::check_shapes(q, k, positions, tokens, q_heads, k_heads, q_token_stride,
+                                    q_head_stride, k_token_stride, k_head_stride))
+    return e;
+  if (tokens == 0) return 0;
+@CHECK_POSITIONS@  if (q_heads == 0 && k_heads == 0) return 0;
+@ENTRY_SETUP@  if (dtype == 0)
+    d::@RUN_TOKENS@<d::f32_io>(@VIEW_ARG@q, k, positions, tokens, q_heads, k_heads, q_token_stride,
+                                q_head_stride, k_token_stride, k_head_stride);
+  else if (dtype == 1)
+    d::@RUN_TOKENS@<d::bf16_io>(@VIEW_ARG@q, k, positions, tokens, q_heads, k_heads, q_token_stride,
+                                 q_head_stride, k_token_stride, k_head_stride);
+#if defined(GRAPE_@UNAME@_HAVE_F16)
+  else
+    d::@RUN_TOKENS@<d::f16_io>(@VIEW_ARG@q, k, positions, tokens, q_heads, k_heads, q_token_stride,
+                                q_head_stride, k_token_stride, k_head_stride);
+#endif
+  return 0;
+}
+)";
+
+const char* const cuda_entry = R"(extern "C" int @ENTRY@(void* q, void* k, const std::int64_t* positions, std::int64_t tokens,
+    std::int64_t q_heads, std::int64_t k_heads, std::int64_t q_token_stride, std::int64_t q_head_stride,
+    std::int64_t k_token_stride, std::int64_t k_head_stride, int dtype, cudaStream_t stream) {
+  namespace d = grape_@NAME@_detail;
+  if (dtype != 0 && dtype != 1 && dtype != 2) return 3;
+  if (const int e = d::check_shapes(q, k, positions, tokens, q_heads, k_heads, q_token_stride,
+                                    q_head_stride, k_token_stride, k_head_stride))
+    return e;
+  if (tokens == 0) return 0;
+  constexpr std::int64_t int_max = 2147483647;
+  if (tokens > int_max || q_heads + k_heads > @HEADS_LIMIT@) return 2;
+  if (q_heads == 0 && k_heads == 0) return 0;
+@ENTRY_SETUP@  const int qh = static_cast<int>(q_heads), kh = static_cast<int>(k_heads);
+  if (dtype == 0)
+    d::launch<float>(@VIEW_ARG@q, k, positions, tokens, qh, kh, q_token_stride, q_head_stride,
+                     k_token_stride, k_head_stride, stream);
+  else if (dtype == 1)
+    d::launch<__nv_bfloat16>(@VIEW_ARG@q, k, positions, tokens, qh, kh, q_token_stride, q_head_stride,
+                             k_token_stride, k_head_stride, stream);
+  else
+    d::launch<__half>(@VIEW_ARG@q, k, positions, tokens, qh, kh, q_token_stride, q_head_stride,
+                      k_token_stride, k_head_stride, stream);
+  return cudaGetLastError() == cudaSuccess ? 0 : 5;
+}
+)";
+
+std::map<std::string, std::string> shared_snippets() {
+  return {{"ARGS_DOC", arguments_doc},
+          {"SHAPE_CHECKS", shape_checks},
+          {"CPP_IO", cpp_storage_io},
+          {"CUDA_IO", cuda_storage_io},
+          {"CUDA_BAD_POSITIONS_DOC", cuda_bad_positions_doc},
+          {"CUDA_BAD_POSITIONS", cuda_bad_positions},
+          {"CPP_ENTRY", cpp_entry},
+          {"CUDA_ENTRY", cuda_entry}};
+}
+
 std::string substitute(std::string text, const std::map<std::string, std::string>& values) {
   for (const auto& [key, value] : values) {
     const std::string tag = "@" + key + "@";

@@ -1,6 +1,7 @@
 #pragma once
-// Running the built grape binary and writing/reading small .npy files, for the CLI tests. The .npy
-// code here is deliberately separate from src/io (an independent check of the file format).
+// Running the built grape binary (and other commands) and writing/reading small .npy files, for the
+// CLI tests and the tests of grape gen. The .npy code here is deliberately separate from src/io (an
+// independent check of the file format).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -52,17 +54,21 @@ struct scratch {
   }
 };
 
-/// Runs `grape ARGS` (ARGS already shell-quoted where needed), capturing stdout and stderr.
-inline result run_grape(const std::string& args) {
+/// Runs one shell command (already quoted where needed), capturing its stdout and stderr.
+inline result run_shell(const std::string& command) {
   const scratch s;
-  const std::string cmd = std::string("'") + GRAPE_BINARY_DIR + "/bin/grape' " + args + " >'" +
-                          (s / "out").string() + "' 2>'" + (s / "err").string() + "'";
+  const std::string cmd = command + " >'" + (s / "out").string() + "' 2>'" + (s / "err").string() + "'";
   const int rc = std::system(cmd.c_str());
   result r;
   r.code = (rc != -1 && WIFEXITED(rc)) ? WEXITSTATUS(rc) : -1;
   r.out = slurp(s / "out");
   r.err = slurp(s / "err");
   return r;
+}
+
+/// Runs `grape ARGS` (ARGS already shell-quoted where needed), capturing stdout and stderr.
+inline result run_grape(const std::string& args) {
+  return run_shell(std::string("'") + GRAPE_BINARY_DIR + "/bin/grape' " + args);
 }
 
 inline std::string q(const fs::path& p) { return "'" + p.string() + "'"; }

@@ -37,43 +37,29 @@ using encode_fn = int (*)(void*, void*, const std::int64_t*, std::int64_t, std::
 const std::vector<std::string> baked_encodings = {"xpos",  "grape_m",  "string_rope", "liere_2d",
                                                   "mrope", "axial_2d", "rope",        "rope_interleaved"};
 
-struct library {
-  std::map<std::string, std::string> sources;  // file stem -> text
-  void* handle = nullptr;
-  std::string error;
-};
-
 // Sources (stem -> text) written to the scratch folder and built into one shared library.
-library build_library(std::map<std::string, std::string> sources, const std::string& so_name) {
-  library lib;
+built_library build_library(std::map<std::string, std::string> sources, const std::string& so_name) {
+  built_library lib;
   std::string files;
   for (const auto& [stem, text] : sources) {
     const fs::path p = work_dir() / (stem + ".cpp");
     std::ofstream(p) << text;
     files += " " + quote(p.string());
   }
-  const fs::path so = work_dir() / so_name;
-  const auto r = run_command("g++ -std=c++17 -O2 -shared -fPIC -Wall -Wextra -Werror -o " + quote(so.string()) + files,
-                             work_dir() / (so_name + ".err"));
   lib.sources = std::move(sources);
-  if (r.code != 0) {
-    lib.error = "g++ failed:\n" + r.err;
-    return lib;
-  }
-  lib.handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib.handle == nullptr) lib.error = dlerror();
+  build_and_load(lib, files, work_dir() / so_name);
   return lib;
 }
 
 // Every encoding of baked_encodings through the CLI, once.
-const library& cli_library() {
-  static const library lib = [] {
+const built_library& cli_library() {
+  static const built_library lib = [] {
     std::map<std::string, std::string> sources;
     for (const auto& e : baked_encodings) {
       const fs::path out = work_dir() / ("enc_" + e + ".cpp");
       const auto r = run_grape("gen --encoding " + e + " --target cpp --out " + quote(out.string()));
       if (r.code != 0) {
-        library bad;
+        built_library bad;
         bad.error = "grape gen --encoding " + e + " failed: " + r.err;
         return bad;
       }
@@ -84,23 +70,11 @@ const library& cli_library() {
   return lib;
 }
 
-encode_fn entry(const library& lib, const std::string& name) {
+encode_fn entry(const built_library& lib, const std::string& name) {
   return reinterpret_cast<encode_fn>(dlsym(lib.handle, name.c_str()));
 }
 
 // ---- running one instance both ways ------------------------------------------------------------
-
-struct shape {
-  std::int64_t tokens, q_heads, k_heads, q_ts, q_hs, k_ts, k_hs, q_size, k_size;
-};
-
-// Q as [tokens, q_heads, head_dim] with 3 padding elements per token, K as [k_heads, tokens, head_dim].
-shape make_shape(int head_dim, std::int64_t tokens, std::int64_t q_heads, std::int64_t k_heads) {
-  shape s{tokens, q_heads, k_heads, q_heads * head_dim + 3, head_dim, head_dim, tokens * head_dim, 0, 0};
-  s.q_size = tokens * s.q_ts;
-  s.k_size = k_heads * s.k_hs;
-  return s;
-}
 
 // [rank, tokens]: 0, 1 and limit - 1 on every axis, then random below limit.
 std::vector<std::int64_t> make_positions(int rank, std::int64_t tokens, std::int64_t limit, std::mt19937_64& rng) {
@@ -120,7 +94,7 @@ double worst_error(const Instance& inst, encode_fn fn, int rank, std::int64_t li
                    std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> unit(-2.0f, 2.0f);
-  const shape s = make_shape(inst.head_dim, 11, 4, 2);
+  const qk_layout s = make_qk_layout(inst.head_dim, 11, 4, 2);
   const auto pos = make_positions(rank, s.tokens, limit, rng);
   const int code = type == grape::cpu::dtype::f32 ? 0 : type == grape::cpu::dtype::bf16 ? 1 : 2;
   std::vector<float> qf(static_cast<std::size_t>(s.q_size)), kf(static_cast<std::size_t>(s.k_size));
@@ -194,7 +168,7 @@ std::int64_t position_limit() {
 }
 
 TEST(GenEncoding, EveryBakedEncodingMatchesTheCpuKernel) {
-  const library& lib = cli_library();
+  const built_library& lib = cli_library();
   ASSERT_NE(lib.handle, nullptr) << lib.error;
   for (const auto& name : baked_encodings) {
     SCOPED_TRACE(name);
@@ -226,7 +200,7 @@ TEST(GenEncoding, PassThroughChannelsMixedLayoutsAndAttentionFactor) {
       {"api_m", gen::generate_instance_source(m, "api_m", {}, cpp).source},
       {"api_axial", gen::generate_instance_source(ax, "api_axial", {}, cpp).source},
   };
-  const library lib = build_library(std::move(sources), "generated_api.so");
+  const built_library lib = build_library(std::move(sources), "generated_api.so");
   ASSERT_NE(lib.handle, nullptr) << lib.error;
   {
     SCOPED_TRACE("xpos, 6 pass-through channels, attention factor 1.25");
@@ -295,7 +269,7 @@ std::vector<unsigned char> parse_view_bytes(const std::string& src) {
 }
 
 TEST(GenEncoding, BakedArraysAreTheInstancesBitForBitAndTheBytesRebuildItsView) {
-  const library& lib = cli_library();
+  const built_library& lib = cli_library();
   ASSERT_FALSE(lib.sources.empty()) << lib.error;
   for (const auto& name : {"xpos", "grape_m", "string_rope", "liere_2d", "mrope", "axial_2d"}) {
     SCOPED_TRACE(name);
@@ -346,7 +320,7 @@ TEST(GenEncoding, BakedArraysAreTheInstancesBitForBitAndTheBytesRebuildItsView) 
 // the header lines — frequencies included: the built-in type and the config's default schedule
 // share one θ table (rope_inv_freq), bit for bit.
 TEST(GenEncoding, RopeInstanceTakesTheRotarySpecTemplate) {
-  const library& lib = cli_library();
+  const built_library& lib = cli_library();
   ASSERT_FALSE(lib.sources.empty()) << lib.error;
   const fs::path cfg = fs::path(GRAPE_SOURCE_DIR) / "examples/configs/llama-2-7b/config.json";
   const fs::path out = work_dir() / "llama_for_rope.cpp";

@@ -1,54 +1,35 @@
 #pragma once
-// What the tests of grape gen share: running the CLI and compilers, a scratch folder per process,
-// 16-bit storage conversions, and the nvcc resource check.
+// What the tests of grape gen share: running the CLI and compilers (through the CLI tests'
+// runner), building and loading the generated sources, a scratch folder per process, the Q/K
+// strides of the tests, 16-bit storage conversions, and the nvcc resource check.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "../cli/cli_util.hpp"
+
 namespace grape_gen_test {
 
 namespace fs = std::filesystem;
 
-struct run_result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-inline std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// Commands run as the CLI tests run them: stdout and stderr captured apart.
+using grape::cli_test::run_grape;
+using grape::cli_test::run_shell;
+using grape::cli_test::slurp;
 
 inline std::string quote(const std::string& s) { return "'" + s + "'"; }
-
-// Runs a shell command; stdout and stderr separately.
-inline run_result run_command(const std::string& cmd, const fs::path& err_file) {
-  run_result r;
-  FILE* p = popen((cmd + " 2>" + quote(err_file.string())).c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = slurp(err_file);
-  return r;
-}
 
 // One folder per process (ctest -j runs the tests of this program side by side), removed at exit.
 struct scratch_dir {
@@ -68,8 +49,40 @@ inline fs::path work_dir() {
   return dir.path;
 }
 
-inline run_result run_grape(const std::string& args) {
-  return run_command(std::string(GRAPE_BINARY_DIR) + "/bin/grape " + args, work_dir() / "grape.err");
+// The generated sources of a test and the shared library g++ built from them, loaded; handle is
+// null and error says why when a step failed.
+struct built_library {
+  std::map<std::string, std::string> sources;  // a name per source (file stem, config folder) -> text
+  void* handle = nullptr;
+  std::string error;
+};
+
+// g++ -shared of `files` (each quoted, after a space) into `so`, then dlopen; what failed goes
+// into lib.error. `flags` are added to the usual ones (-fopenmp, say).
+inline void build_and_load(built_library& lib, const std::string& files, const fs::path& so,
+                           const std::string& flags = "") {
+  const auto r = run_shell("g++ -std=c++17 -O2 -shared -fPIC " + (flags.empty() ? "" : flags + " ") +
+                           "-Wall -Wextra -Werror -o " + quote(so.string()) + files);
+  if (r.code != 0) {
+    lib.error = "g++ failed:\n" + r.err;
+    return;
+  }
+  lib.handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib.handle == nullptr) lib.error = dlerror();
+}
+
+// Strides of the entry points' tests: Q as [tokens, q_heads, head_dim] with 3 padding elements
+// per token, K as [k_heads, tokens, head_dim] (both orders of the strides, and untouched padding
+// to check); sizes in elements.
+struct qk_layout {
+  std::int64_t tokens, q_heads, k_heads, q_ts, q_hs, k_ts, k_hs, q_size, k_size;
+};
+
+inline qk_layout make_qk_layout(int head_dim, std::int64_t tokens, std::int64_t q_heads, std::int64_t k_heads) {
+  qk_layout l{tokens, q_heads, k_heads, q_heads * head_dim + 3, head_dim, head_dim, tokens * head_dim, 0, 0};
+  l.q_size = tokens * l.q_ts;
+  l.k_size = k_heads * l.k_hs;
+  return l;
 }
 
 inline std::uint16_t to_bf16(float f) {  // round to nearest even
@@ -135,9 +148,8 @@ inline void check_ptxas(const std::string& nvcc, const std::vector<std::string>&
                  int expected_kernels) {
   std::string gencode;
   for (const auto& a : archs) gencode += " -gencode arch=compute_" + a + ",code=sm_" + a;
-  const auto r = run_command(quote(nvcc) + " -std=c++17 -O3 --threads 2 -Xptxas -v" + gencode + " -c " +
-                                 quote(source.string()) + " -o " + quote(source.string() + ".o"),
-                             work_dir() / "nvcc.err");
+  const auto r = run_shell(quote(nvcc) + " -std=c++17 -O3 --threads 2 -Xptxas -v" + gencode + " -c " +
+                           quote(source.string()) + " -o " + quote(source.string() + ".o"));
   ASSERT_EQ(r.code, 0) << r.err;
   const std::regex resource(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   int kernels = 0;

@@ -7,14 +7,10 @@
 // errors, exit 2, no output file.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -77,12 +73,6 @@ const std::vector<bundled_model>& rotary_models() {
 }
 
 // Every rotary config generated through the CLI and built into one shared library, once.
-struct built_library {
-  std::map<std::string, std::string> sources;  // dir -> generated text
-  void* handle = nullptr;
-  std::string error;
-};
-
 const built_library& cpp_library() {
   static const built_library lib = [] {
     built_library b;
@@ -98,16 +88,7 @@ const built_library& cpp_library() {
       b.sources[m.dir] = slurp(out);
       files += " " + quote(out.string());
     }
-    const fs::path so = work_dir() / "generated_rope.so";
-    const auto r = run_command("g++ -std=c++17 -O2 -shared -fPIC -Wall -Wextra -Werror -o " +
-                                   quote(so.string()) + files,
-                               work_dir() / "gxx.err");
-    if (r.code != 0) {
-      b.error = "g++ failed:\n" + r.err;
-      return b;
-    }
-    b.handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (b.handle == nullptr) b.error = dlerror();
+    build_and_load(b, files, work_dir() / "generated_rope.so");
     return b;
   }();
   return lib;
@@ -116,19 +97,6 @@ const built_library& cpp_library() {
 rope_fn entry(const built_library& lib, const bundled_model& m) {
   return reinterpret_cast<rope_fn>(
       dlsym(lib.handle, grape::gen::entry_point_name(m.name, grape::gen::target::cpp).c_str()));
-}
-
-struct layout {
-  std::int64_t tokens, q_heads, k_heads, q_ts, q_hs, k_ts, k_hs, q_size, k_size;
-};
-
-// Q as [tokens, q_heads, head_dim] with 3 padding elements per token; K as [k_heads, tokens,
-// head_dim]: both orders of the strides, and untouched padding to check.
-layout make_layout(int head_dim, std::int64_t tokens, std::int64_t q_heads, std::int64_t k_heads) {
-  layout l{tokens, q_heads, k_heads, q_heads * head_dim + 3, head_dim, head_dim, tokens * head_dim, 0, 0};
-  l.q_size = tokens * l.q_ts;
-  l.k_size = k_heads * l.k_hs;
-  return l;
 }
 
 std::vector<std::int64_t> test_positions(std::int64_t tokens, std::mt19937_64& rng) {
@@ -140,7 +108,7 @@ std::vector<std::int64_t> test_positions(std::int64_t tokens, std::mt19937_64& r
 }
 
 void reference(const grape::rotary_spec& spec, grape::cpu::dtype type, void* q, void* k,
-               const std::vector<std::int64_t>& pos, const layout& l) {
+               const std::vector<std::int64_t>& pos, const qk_layout& l) {
   grape::cpu::rotate_qk_args a;
   a.type = type;
   a.q = {q, q, l.q_heads, l.q_size, 0, l.q_ts, l.q_hs};
@@ -170,7 +138,7 @@ TEST_F(GenCpp, Float32MatchesTheCpuKernelForEveryBundledModel) {
     const rope_fn fn = entry(cpp_library(), m);
     ASSERT_NE(fn, nullptr);
     for (auto [q_heads, k_heads] : {std::pair{4, 2}, std::pair{8, 1}, std::pair{3, 3}}) {
-      const layout l = make_layout(m.spec.head_dim, 9, q_heads, k_heads);
+      const qk_layout l = make_qk_layout(m.spec.head_dim, 9, q_heads, k_heads);
       std::vector<float> q(static_cast<std::size_t>(l.q_size)), k(static_cast<std::size_t>(l.k_size));
       for (auto& x : q) x = unit(rng);
       for (auto& x : k) x = unit(rng);
@@ -196,7 +164,7 @@ void check_half(grape::cpu::dtype type, int code, std::uint16_t (*narrow)(float)
     SCOPED_TRACE(m.dir);
     const rope_fn fn = entry(cpp_library(), m);
     ASSERT_NE(fn, nullptr);
-    const layout l = make_layout(m.spec.head_dim, 9, 4, 2);
+    const qk_layout l = make_qk_layout(m.spec.head_dim, 9, 4, 2);
     std::vector<std::uint16_t> q(static_cast<std::size_t>(l.q_size)), k(static_cast<std::size_t>(l.k_size));
     for (auto& x : q) x = narrow(unit(rng));
     for (auto& x : k) x = narrow(unit(rng));
@@ -319,19 +287,14 @@ TEST_F(GenCpp, BadArgumentsReturnNonZeroAndWriteNothing) {
 TEST_F(GenCpp, OpenMpBuildAgreesWithTheSerialBuild) {
   const auto& m = rotary_models().back();
   const fs::path src = work_dir() / (m.name + ".cpp");
-  const fs::path so = work_dir() / "generated_rope_omp.so";
-  const auto r = run_command("g++ -std=c++17 -O2 -shared -fPIC -fopenmp -Wall -Wextra -Werror -o " +
-                                 quote(so.string()) + " " + quote(src.string()),
-                             work_dir() / "gxx_omp.err");
-  ASSERT_EQ(r.code, 0) << r.err;
-  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  const auto omp = reinterpret_cast<rope_fn>(
-      dlsym(h, grape::gen::entry_point_name(m.name, grape::gen::target::cpp).c_str()));
+  built_library lib;
+  build_and_load(lib, " " + quote(src.string()), work_dir() / "generated_rope_omp.so", "-fopenmp");
+  ASSERT_NE(lib.handle, nullptr) << lib.error;
+  const auto omp = entry(lib, m);
   ASSERT_NE(omp, nullptr);
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  const layout l = make_layout(m.spec.head_dim, 257, 4, 2);
+  const qk_layout l = make_qk_layout(m.spec.head_dim, 257, 4, 2);
   std::vector<float> q(static_cast<std::size_t>(l.q_size)), k(static_cast<std::size_t>(l.k_size));
   for (auto& x : q) x = unit(rng);
   for (auto& x : k) x = unit(rng);
@@ -343,7 +306,7 @@ TEST_F(GenCpp, OpenMpBuildAgreesWithTheSerialBuild) {
             0);
   EXPECT_EQ(q, q2);
   EXPECT_EQ(k, k2);
-  dlclose(h);
+  dlclose(lib.handle);
 }
 
 // ---- CLI errors ------------------------------------------------------------------------------
