@@ -7,6 +7,7 @@
 //   static instance make(const params&);              validates, throws grape::input_error
 //   static params random_params(std::mt19937_64&);    what the checker draws
 //   static constexpr std::int64_t position_limit;     optional: the checker's position range
+//   static constexpr bool signed_positions;           optional: false when positions start at 0
 #include <cstdint>
 #include <random>
 #include <string_view>
@@ -40,6 +41,10 @@ struct encoding {
   using injection = I;
   using instance = typename I::template instance<R>;
   static constexpr std::int64_t position_limit = std::int64_t{1} << 20;
+  /// The checker draws positions of both signs (the group is Z^N: a defect that holds only for
+  /// m >= 0 — an |m|, a clamp — must be caught), except for an encoding defined on a sequence that
+  /// starts at 0 (a learned table, FoX's gates), which says false.
+  static constexpr bool signed_positions = true;
 };
 
 template <class E>

@@ -26,8 +26,8 @@ static std::string verdict(const law_result& l) {
 }
 
 std::string check_report::table() const {
-  std::string out = fmt::format("{}: {}\nparameters {}, seed {}, {} trials per law\n", encoding, summary, parameters,
-                                options.seed, options.trials);
+  std::string out = fmt::format("{}: {}\nparameters {}, positions {}, seed {}, {} trials per law\n", encoding,
+                                summary, parameters, positions, options.seed, options.trials);
   out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", "law", "claimed", "result", "trials", "tolerance");
   for (const auto& l : laws)
     out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", l.name, l.claimed ? "yes" : "no", verdict(l),
@@ -38,6 +38,8 @@ std::string check_report::table() const {
     out += fmt::format("  counterexample for {} (shrunk): {}\n    {}: {:.17g} vs {:.17g}, error {:.3g} > tolerance {:.3g}\n",
                        l.name, e.positions, e.what, e.lhs, e.rhs, e.error, e.tolerance);
   }
+  out += "  (trials: the trials that passed, plus the failing one when a law fails; its shrunk\n"
+         "   counterexample prints the two sides of the law where they differ most)\n";
   out += passed() ? "result: every claimed law holds\n" : "result: a claimed law FAILS\n";
   return out;
 }
@@ -47,6 +49,7 @@ nlohmann::json check_report::to_json() const {
   j["encoding"] = encoding;
   j["summary"] = summary;
   j["parameters"] = parameters;
+  j["positions"] = positions;
   j["seed"] = options.seed;
   j["trials"] = options.trials;
   j["passed"] = passed();

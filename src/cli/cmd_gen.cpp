@@ -92,7 +92,7 @@ void run(const gen_options& o) {
   write_file_atomically(o.out, gen::generate_source(k, target));
   fmt::print("{}: {} written ({}, head_dim {}, rotary_dim {}, {})\n", o.out,
              gen::entry_point_name(name, target), o.target, k.spec.head_dim, k.spec.rotary_dim,
-             k.spec.layout == layout_kind::half_split ? "half_split" : "interleaved");
+             math::layout_name(k.spec.layout));
 }
 
 const registrar reg{"gen", [](CLI::App& app) {

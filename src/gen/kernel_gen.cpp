@@ -310,7 +310,7 @@ std::string generate_source(const kernel_description& k, target t) {
       {"HEAD_DIM", std::to_string(s.head_dim)},
       {"ROTARY_DIM", std::to_string(s.rotary_dim)},
       {"HALF", std::to_string(half)},
-      {"LAYOUT", half_split ? "half_split" : "interleaved"},
+      {"LAYOUT", math::layout_name(s.layout)},
       {"AF", fmt::format("{:.17g}", s.attention_factor)},
       {"AF_TEXT", fmt::format("{}", s.attention_factor)},
       {"FRACTIONS", fractions},

@@ -379,7 +379,6 @@ int max_threads(const view_kernel_description& k) {
   return static_cast<int>(n);
 }
 
-const char* layout_name(layout_kind l) { return l == layout_kind::half_split ? "half_split" : "interleaved"; }
 
 }  // namespace
 
@@ -433,8 +432,8 @@ std::string generate_view_source(const view_kernel_description& k, target t) {
       {"DIM", std::to_string(k.dim)},
       {"STATE_FLOATS", std::to_string(k.state_floats)},
       {"SCRATCH_FLOATS", std::to_string(k.scratch_floats)},
-      {"Q_LAYOUT", layout_name(k.q_layout)},
-      {"K_LAYOUT", layout_name(k.k_layout)},
+      {"Q_LAYOUT", math::layout_name(k.q_layout)},
+      {"K_LAYOUT", math::layout_name(k.k_layout)},
       {"AF", fmt::format("{:.17g}", k.attention_factor)},
       {"AF_TEXT", fmt::format("{}", k.attention_factor)},
       {"ARRAY_COUNT", std::to_string(k.arrays.size())},

@@ -80,7 +80,7 @@ nlohmann::json describe_json(const model_description& m, const schedule_table* t
 
   if (m.kind == encoding_kind::rotary && table) {
     const auto& r = m.rotary;
-    j["layout"] = r.layout == layout_kind::half_split ? "half_split" : "interleaved";
+    j["layout"] = math::layout_name(r.layout);
     j["head_dim"] = r.head_dim;
     j["attention_head_dim"] = m.head_dim;
     j["rotary_dim"] = r.rotary_dim;

@@ -229,15 +229,26 @@ void append(std::vector<unsigned char>& out, T v) {
   out.insert(out.end(), b, b + sizeof v);
 }
 
+// The text between `{` and `};` after `from` (found by search: std::regex over a 100 KB body
+// recurses once per character in libstdc++ and overflows the stack under ASan).
+std::string braced_after(const std::string& src, std::size_t from) {
+  const std::size_t open = src.find('{', from), close = src.find("};", from);
+  if (open == std::string::npos || close == std::string::npos || close < open) return {};
+  return src.substr(open + 1, close - open - 1);
+}
+
 // kArray<n> of a generated file, each literal read back into the bytes of its type.
 std::vector<parsed_array> parse_arrays(const std::string& src) {
-  const std::regex array(R"(static const ([a-z:0-9_]+) kArray(\d+)\[(\d+)\] = \{([^}]*)\};)");
+  const std::regex head(R"(static const ([a-z:0-9_]+) kArray(\d+)\[(\d+)\] = )");  // one short line
   std::vector<parsed_array> out;
-  for (auto it = std::sregex_iterator(src.begin(), src.end(), array); it != std::sregex_iterator(); ++it) {
+  for (std::size_t at = src.find("static const "); at != std::string::npos; at = src.find("static const ", at + 1)) {
+    const std::string line = src.substr(at, src.find('\n', at) - at);
+    std::smatch m;
+    if (!std::regex_search(line, m, head) || m.position(0) != 0) continue;
     parsed_array a;
-    a.type = (*it)[1].str();
-    EXPECT_EQ(std::stoul((*it)[2].str()), out.size());
-    std::stringstream items((*it)[4].str());
+    a.type = m[1].str();
+    EXPECT_EQ(std::stoul(m[2].str()), out.size());
+    std::stringstream items(braced_after(src, at));
     std::size_t count = 0;
     for (std::string item; std::getline(items, item, ',');) {
       item.erase(std::remove_if(item.begin(), item.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
@@ -251,18 +262,17 @@ std::vector<parsed_array> parse_arrays(const std::string& src) {
       else if (a.type == "std::uint64_t") append(a.bytes, static_cast<std::uint64_t>(std::stoull(item, nullptr, 16)));
       else ADD_FAILURE() << "type " << a.type;
     }
-    EXPECT_EQ(count, std::stoul((*it)[3].str()));
+    EXPECT_EQ(count, std::stoul(m[3].str()));
     out.push_back(std::move(a));
   }
   return out;
 }
 
 std::vector<unsigned char> parse_view_bytes(const std::string& src) {
-  const std::regex bytes(R"(kViewBytes\[sizeof\(View\)\] = \{([^}]*)\};)");
-  std::smatch m;
   std::vector<unsigned char> out;
-  if (!std::regex_search(src, m, bytes)) return out;
-  std::stringstream items(m[1].str());
+  const std::size_t at = src.find("kViewBytes[sizeof(View)] = ");
+  if (at == std::string::npos) return out;
+  std::stringstream items(braced_after(src, at));
   for (std::string item; std::getline(items, item, ',');)
     if (item.find("0x") != std::string::npos) out.push_back(static_cast<unsigned char>(std::stoul(item, nullptr, 16)));
   return out;

@@ -7,6 +7,8 @@
 #include <boost/hana/tuple.hpp>
 #include <type_traits>
 
+#include <nlohmann/json.hpp>
+
 #include "grape/check/builtin_checks.hpp"
 
 namespace grape {
@@ -66,6 +68,18 @@ TEST(Builtins, ReportsAreReproducibleFromTheSeed) {
   const auto a = check<sinusoidal>(check_options{50, 7}).table();
   const auto b = check<sinusoidal>(check_options{50, 7}).table();
   EXPECT_EQ(a, b);
+}
+
+/// Positions of both signs for the groups that have them (Z^N); from 0 for a table or a gate
+/// sequence. The report says which range it drew from.
+TEST(Builtins, ReportsThePositionRangeItDrewFrom) {
+  EXPECT_EQ(check<rope>(check_options{2, 1}).positions, "-1048575..1048575");
+  EXPECT_EQ(check<xpos>(check_options{2, 1}).positions, "-4095..4095");
+  EXPECT_EQ(check<fox>(check_options{2, 1}).positions, "0..255");
+  EXPECT_EQ(check<learned_absolute>(check_options{2, 1}).positions, "0..1023");
+  const auto table = check<alibi>(check_options{2, 1}).table();
+  EXPECT_NE(table.find("positions -1048575..1048575"), std::string::npos) << table;
+  EXPECT_EQ(check<alibi>(check_options{2, 1}).to_json().at("positions"), "-1048575..1048575");
 }
 
 TEST(Builtins, UnknownNameIsAnInputError) {

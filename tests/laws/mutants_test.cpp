@@ -114,6 +114,52 @@ struct asymmetric_bias : encoding<translation<1>, no_representation, score_bias<
 };
 TEST(Mutants, AsymmetricBias) { expect_caught<asymmetric_bias>(law::score_invariance); }
 
+// 5b. A bias that depends on the offset alone but overflows: exp(slope·(n − m)) is +∞ on both
+// sides of the score law for long offsets. Two equal infinities are an overflow, not agreement:
+// the law fails with the non-finite message (it used to hold).
+struct exploding_bias : alibi_bias {
+  double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
+    return std::exp(slopes[h] * static_cast<double>(n[0] - m[0]));
+  }
+};
+struct overflowing_bias : encoding<translation<1>, no_representation, score_bias<exploding_bias>> {
+  static constexpr std::string_view name = "overflowing_bias";
+  static constexpr std::string_view summary = "exp(slope·(n − m)): relative, and infinite past a few thousand";
+  static constexpr law_set claims = law::group | law::score_invariance;
+  using params = alibi::params;
+  static params random_params(std::mt19937_64& rng) { return alibi::random_params(rng); }
+  static instance make(const params& p) { return {{alibi::make(p).bias}, p.head_dim}; }
+};
+TEST(Mutants, OverflowIsAFailureNotAgreement) {
+  const auto report = check<overflowing_bias>(check_options{});
+  const auto* r = report.find(law::score_invariance);
+  ASSERT_NE(r, nullptr) << report.table();
+  EXPECT_EQ(r->status, law_status::fails) << report.table();
+  ASSERT_TRUE(r->example.has_value()) << report.table();
+  EXPECT_NE(r->example->what.find("not finite"), std::string::npos) << report.table();
+  EXPECT_FALSE(std::isfinite(r->example->lhs) && std::isfinite(r->example->rhs)) << report.table();
+}
+
+// 5c. A bias written for non-negative positions only: −slope·| |m| − |n| | is ALiBi while m, n >= 0
+// and not translation invariant across 0. Only draws of both signs catch it.
+struct unsigned_alibi_bias : alibi_bias {
+  double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
+    return alibi_bias::bias(h, {std::abs(m[0])}, {std::abs(n[0])});
+  }
+};
+struct alibi_of_magnitudes : encoding<translation<1>, no_representation, score_bias<unsigned_alibi_bias>> {
+  static constexpr std::string_view name = "alibi_of_magnitudes";
+  static constexpr std::string_view summary = "ALiBi of |m| and |n|";
+  static constexpr law_set claims = law::group | law::score_invariance;
+  using params = alibi::params;
+  static params random_params(std::mt19937_64& rng) { return alibi::random_params(rng); }
+  static instance make(const params& p) { return {{alibi::make(p).bias}, p.head_dim}; }
+};
+TEST(Mutants, BiasOfMagnitudesFailsAcrossZero) {
+  const auto c = expect_caught<alibi_of_magnitudes>(law::score_invariance);
+  EXPECT_NE(c.positions.find('-'), std::string::npos) << c.positions;  // a negative position
+}
+
 // 6. The power-of-two slope rule used for 12 heads (attention-gym's example does this).
 struct alibi_pow2_rule : encoding<translation<1>, no_representation, score_bias<alibi_bias>> {
   static constexpr std::string_view name = "alibi_pow2_rule";

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fmt/format.h>
+#include <limits>
 #include <optional>
 #include <random>
 #include <rapidcheck.h>
@@ -22,6 +23,36 @@
 #include "grape/check/trial.hpp"
 
 namespace grape::detail {
+
+/// A law's verdict on one trial: a counterexample when the error exceeds the tolerance, and
+/// whenever a value is not finite — an overflow must fail with its own message rather than pass
+/// because its tolerance, proportional to a norm, became infinite too.
+inline std::optional<counterexample> judge(std::string at, double lhs, double rhs, double err, double tol,
+                                           std::string what) {
+  if (!std::isfinite(lhs) || !std::isfinite(rhs) || !std::isfinite(err) || !std::isfinite(tol))
+    return counterexample{std::move(at), lhs, rhs, err, tol, "a value is not finite: " + what};
+  if (err <= tol) return std::nullopt;
+  return counterexample{std::move(at), lhs, rhs, err, tol, std::move(what)};
+}
+
+/// Two scores that are the same value: equal and finite, or both masked (−∞). Two infinities
+/// of the same sign are an overflow, not agreement.
+inline bool same_score(double a, double b) {
+  return a == b && (std::isfinite(a) || a == -std::numeric_limits<double>::infinity());
+}
+
+/// The entry where two vectors differ most, or the first whose difference is not finite: a
+/// counterexample prints the two values there, so that its sides differ by its error (not two
+/// norms that may agree while the vectors do not), and judge sees any NaN or infinity.
+inline int worst_entry(const vec& a, const vec& b) {
+  int worst = 0;
+  for (int j = 0; j < a.size(); ++j) {
+    const double e = std::abs(a[j] - b[j]);
+    if (!std::isfinite(e)) return j;
+    if (e > std::abs(a[worst] - b[worst])) worst = j;
+  }
+  return worst;
+}
 
 /// What every built-in tester states about its law, as laws.hpp names and writes it.
 template <law L>
@@ -65,8 +96,8 @@ struct rep_draws {
 
   rep_draws(trial_inputs<E>& t, int d)
       : head(t.head),
-        m(G::from_coordinates(trial_inputs<E>::draw_coords(0, E::position_limit))),
-        n(G::from_coordinates(trial_inputs<E>::draw_coords(0, E::position_limit))),
+        m(G::from_coordinates(trial_inputs<E>::draw_positions())),
+        n(G::from_coordinates(trial_inputs<E>::draw_positions())),
         cm(G::coordinates(m)),
         cn(G::coordinates(n)),
         x(random_vec(t.rng, d)),
@@ -75,8 +106,7 @@ struct rep_draws {
   /// A counterexample at `at` (and the head) when err exceeds tol.
   std::optional<counterexample> verdict(std::string at, double lhs, double rhs, double err, double tol,
                                         std::string what) const {
-    if (err <= tol) return std::nullopt;
-    return counterexample{at + fmt::format(" head={}", head), lhs, rhs, err, tol, std::move(what)};
+    return judge(at + fmt::format(" head={}", head), lhs, rhs, err, tol, std::move(what));
   }
 };
 
@@ -95,11 +125,11 @@ struct homomorphism_law : builtin_law<law::homomorphism> {
     rep.apply(G::coordinates(G::compose(r.m, r.n)), r.x.data(), u.data());
     rep.apply(r.cn, r.x.data(), v.data());
     rep.apply(r.cm, v.data(), w.data());
-    const double err = (u - w).cwiseAbs().maxCoeff();
+    const int j = worst_entry(u, w);
     const double scale = r.x.norm() + u.norm();
     const double angle = angle_size(rep, r.cm) + angle_size(rep, r.cn);
-    return r.verdict(fmt::format("a={} b={}", show(r.cm), show(r.cn)), u.norm(), w.norm(), err,
-                     scale * double_tolerance(d, angle), "|ρ(a∘b)x| vs |ρ(a)ρ(b)x|, error = max |entry difference|");
+    return r.verdict(fmt::format("a={} b={}", show(r.cm), show(r.cn)), u[j], w[j], std::abs(u[j] - w[j]),
+                     scale * double_tolerance(d, angle), fmt::format("(ρ(a∘b)x)[{0}] vs (ρ(a)ρ(b)x)[{0}]", j));
   }
 };
 
@@ -137,25 +167,23 @@ struct score_invariance_law : builtin_law<law::score_invariance> {
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
     using G = typename E::group;
     const int d = t.instance.content_dim();
-    const auto cm = trial_inputs<E>::draw_coords(0, E::position_limit);
-    const auto cn = trial_inputs<E>::draw_coords(0, E::position_limit);
-    const auto ct = trial_inputs<E>::draw_coords(0, E::position_limit);
+    const auto cm = trial_inputs<E>::draw_positions();
+    const auto cn = trial_inputs<E>::draw_positions();
+    const auto ct = trial_inputs<E>::draw_positions();
     const auto m = G::from_coordinates(cm), n = G::from_coordinates(cn), s = G::from_coordinates(ct);
     const vec q = random_vec(t.rng, d), k = random_vec(t.rng, d);
     const auto cms = G::coordinates(G::compose(s, m)), cns = G::coordinates(G::compose(s, n));
     const double s1 = t.instance.score(t.head, q.data(), k.data(), G::coordinates(m), G::coordinates(n));
     const double s2 = t.instance.score(t.head, q.data(), k.data(), cms, cns);
-    if (s1 == s2) return std::nullopt;  // equal, including both masked (−∞)
+    if (same_score(s1, s2)) return std::nullopt;  // equal, including both masked (−∞)
     double angle = 0;
     if constexpr (has_representation<E>) {
       const auto& rep = t.instance.representation(t.head);
       angle = angle_size(rep, cms) + angle_size(rep, cns);
     }
     const double tol = (q.norm() * k.norm() + std::abs(s1) + std::abs(s2)) * double_tolerance(d, angle);
-    const double err = std::abs(s1 - s2);
-    if (err <= tol) return std::nullopt;
-    return counterexample{fmt::format("m={} n={} t={} head={}", show(G::coordinates(m)), show(G::coordinates(n)), show(ct), t.head),
-                          s1, s2, err, tol, "score(q,k,m,n) vs score(q,k,t∘m,t∘n), content fixed"};
+    return judge(fmt::format("m={} n={} t={} head={}", show(G::coordinates(m)), show(G::coordinates(n)), show(ct), t.head),
+                 s1, s2, std::abs(s1 - s2), tol, "score(q,k,m,n) vs score(q,k,t∘m,t∘n), content fixed");
   }
 };
 
@@ -166,17 +194,16 @@ struct content_shift_invariance_law : builtin_law<law::content_shift_invariance>
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    const std::int64_t m = *rc::gen::inRange<std::int64_t>(0, E::position_limit);
-    const std::int64_t n = *rc::gen::inRange<std::int64_t>(0, E::position_limit);
-    const std::int64_t s = *rc::gen::inRange<std::int64_t>(0, E::position_limit);
+    const std::int64_t m = trial_inputs<E>::draw_position();
+    const std::int64_t n = trial_inputs<E>::draw_position();
+    const std::int64_t s = trial_inputs<E>::draw_position();
     const auto& b = t.instance.bias;
     const double s1 = b.bias_with_content(t.head, m, n, 0);
     const double s2 = b.bias_with_content(t.head, m + s, n + s, s);
-    if (s1 == s2) return std::nullopt;
+    if (same_score(s1, s2)) return std::nullopt;
     const double tol = (1.0 + std::abs(s1) + std::abs(s2)) * 64 * eps64 * (1 + std::abs(static_cast<double>(m - n)));
-    if (std::abs(s1 - s2) <= tol) return std::nullopt;
-    return counterexample{fmt::format("m=({}) n=({}) t=({}) head={}", m, n, s, t.head), s1, s2, std::abs(s1 - s2), tol,
-                          "bias(m,n) vs bias(m+t,n+t) with the content moved by t"};
+    return judge(fmt::format("m=({}) n=({}) t=({}) head={}", m, n, s, t.head), s1, s2, std::abs(s1 - s2), tol,
+                 "bias(m,n) vs bias(m+t,n+t) with the content moved by t");
   }
 };
 
@@ -213,10 +240,11 @@ std::optional<counterexample> apply_vs_exponential(trial_inputs<E>& t, double (*
   if (is_key) rep.apply_key(r.cm, x.data(), u.data());
   else rep.apply(r.cm, x.data(), u.data());
   const vec u64 = u.template cast<double>();
-  const double err = (u64 - ref).cwiseAbs().maxCoeff();
+  const int j = worst_entry(u64, ref);
   const double scale = r.x.norm() + ref.norm();
-  return r.verdict(fmt::format("m={} {}", show(r.cm), is_key ? "key" : "query"), u64.norm(), ref.norm(), err,
-                   scale * tolerance(d, angle_size(rep, r.cm)), what);
+  return r.verdict(fmt::format("m={} {}", show(r.cm), is_key ? "key" : "query"), u64[j], ref[j],
+                   std::abs(u64[j] - ref[j]), scale * tolerance(d, angle_size(rep, r.cm)),
+                   fmt::format(fmt::runtime(what), j));
 }
 
 /// reference_agreement for a representation. A score bias has its own tester below; the two
@@ -228,8 +256,7 @@ struct reference_agreement_law : builtin_law<law::reference_agreement> {
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    return apply_vs_exponential<double>(t, double_tolerance,
-                                        "|ρ(m)x| (float64 apply) vs |exp(m·L)x|, error = max |entry difference|");
+    return apply_vs_exponential<double>(t, double_tolerance, "(ρ(m)x)[{0}] (float64 apply) vs (exp(m·L)x)[{0}]");
   }
 };
 
@@ -242,16 +269,14 @@ struct bias_reference_law : builtin_law<law::reference_agreement> {
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    const std::int64_t m = *rc::gen::inRange<std::int64_t>(0, E::position_limit);
-    const std::int64_t n = *rc::gen::inRange<std::int64_t>(0, E::position_limit);
+    const std::int64_t m = trial_inputs<E>::draw_position();
+    const std::int64_t n = trial_inputs<E>::draw_position();
     const double got = t.instance.bias.bias(t.head, std::array<std::int64_t, 1>{m}, std::array<std::int64_t, 1>{n});
     const double want = E::reference_bias(t.params, t.head, m, n);
-    if (got == want) return std::nullopt;
-    const double err = std::abs(got - want);
+    if (same_score(got, want)) return std::nullopt;
     const double tol = 64 * eps64 * (1.0 + std::abs(want)) * (1.0 + std::abs(static_cast<double>(m - n)));
-    if (err <= tol) return std::nullopt;
-    return counterexample{fmt::format("m=({}) n=({}) head={}", m, n, t.head), got, want, err, tol,
-                          "bias(m,n) vs the reference formula"};
+    return judge(fmt::format("m=({}) n=({}) head={}", m, n, t.head), got, want, std::abs(got - want), tol,
+                 "bias(m,n) vs the reference formula");
   }
 };
 
@@ -265,8 +290,7 @@ struct kernel_agreement_law : builtin_law<law::kernel_agreement> {
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    return apply_vs_exponential<float>(t, float_tolerance,
-                                       "|ρ(m)x| (float32 kernel path) vs |exp(m·L)x|, error = max |entry difference|");
+    return apply_vs_exponential<float>(t, float_tolerance, "(ρ(m)x)[{0}] (float32 kernel path) vs (exp(m·L)x)[{0}]");
   }
 };
 
@@ -282,14 +306,15 @@ struct shift_linear_law : builtin_law<law::shift_linear> {
     const auto& table = t.instance.table;
     const int d = table.dim();
     const std::int64_t k = *rc::gen::inRange<std::int64_t>(1, E::position_limit);
-    const std::int64_t m = *rc::gen::inRange<std::int64_t>(0, E::position_limit);
+    const std::int64_t m = trial_inputs<E>::draw_position();
     auto pe = [&](std::int64_t p) {
       vec v(d);
       table.embed(std::array<std::int64_t, 1>{p}, v.data());
       return v;
     };
     Eigen::MatrixXd A(d, 2 * d), B(d, 2 * d);
-    std::uniform_int_distribution<std::int64_t> pos(0, E::position_limit - 1);
+    std::uniform_int_distribution<std::int64_t> pos(E::signed_positions ? 1 - E::position_limit : 0,
+                                                    E::position_limit - 1);
     for (int j = 0; j < 2 * d; ++j) {
       const std::int64_t p = pos(t.rng);
       A.col(j) = pe(p);
@@ -297,11 +322,10 @@ struct shift_linear_law : builtin_law<law::shift_linear> {
     }
     const Eigen::MatrixXd M = A.transpose().colPivHouseholderQr().solve(B.transpose()).transpose();
     const vec lhs = pe(m + k), rhs = M * pe(m);
-    const double err = (lhs - rhs).cwiseAbs().maxCoeff();
+    const int j = worst_entry(lhs, rhs);
     const double tol = 1e-6 * (1.0 + lhs.norm());
-    if (err <= tol) return std::nullopt;
-    return counterexample{fmt::format("m=({}) k=({})", m, k), lhs.norm(), rhs.norm(), err, tol,
-                          "|PE(m+k)| vs |M_k PE(m)| (M_k fitted on other positions), error = max |entry difference|"};
+    return judge(fmt::format("m=({}) k=({})", m, k), lhs[j], rhs[j], std::abs(lhs[j] - rhs[j]), tol,
+                 fmt::format("PE(m+k)[{0}] vs (M_k PE(m))[{0}] (M_k fitted on other positions)", j));
   }
 };
 

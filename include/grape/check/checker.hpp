@@ -91,6 +91,7 @@ check_report check(const std::optional<typename E::params>& fixed, const check_o
   report.summary = std::string(E::summary);
   report.parameters = fixed ? "fixed: " + detail::describe_params(*fixed) : "random per trial";
   report.options = options;
+  report.positions = fmt::format("{}..{}", E::signed_positions ? 1 - E::position_limit : 0, E::position_limit - 1);
   detail::run_laws<E>(detail::join(detail::builtin_laws{}, typename detail::extra_laws_of<E>::type{}), fixed, options,
                       report.laws);
   return report;

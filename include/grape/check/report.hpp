@@ -42,6 +42,7 @@ struct check_report {
   std::string encoding;
   std::string summary;
   std::string parameters;   // "random per trial" or the fixed parameters
+  std::string positions;    // the range positions are drawn from, e.g. "-1048575..1048575"
   check_options options;
   std::vector<law_result> laws;
 

@@ -73,6 +73,22 @@ struct trial_inputs {
     for (auto& x : c) x = *rc::gen::inRange<std::int64_t>(lo, hi);
     return c;
   }
+
+  /// A position in (−position_limit, position_limit), or [0, position_limit) for an encoding
+  /// whose positions start at 0 (signed_positions = false: a table, a gate sequence). Drawn as a
+  /// magnitude and a sign so that shrinking moves it toward 0 and toward positive.
+  static std::int64_t draw_position() {
+    const std::int64_t magnitude = *rc::gen::inRange<std::int64_t>(0, E::position_limit);
+    if constexpr (!E::signed_positions) return magnitude;
+    return *rc::gen::arbitrary<bool>() ? -magnitude : magnitude;
+  }
+
+  /// Coordinates on every axis, each a draw_position().
+  static std::array<std::int64_t, G::rank> draw_positions() {
+    std::array<std::int64_t, G::rank> c{};
+    for (auto& x : c) x = draw_position();
+    return c;
+  }
 };
 
 template <class E>

@@ -22,6 +22,8 @@ std::string describe_value(const T& v) {
     return fmt::format("[{} values]", v.size());
   } else if constexpr (std::is_arithmetic_v<T>) {
     return fmt::format("{}", v);
+  } else if constexpr (requires { layout_name(v); }) {  // found by ADL for grape::math::layout_kind
+    return layout_name(v);
   } else if constexpr (std::is_enum_v<T>) {
     return fmt::format("{}", static_cast<std::underlying_type_t<T>>(v));
   } else {

@@ -45,6 +45,7 @@ struct fox final : encoding<translation<1>, no_representation, score_bias<forget
       "Forgetting Transformer: bias = sum of log forget gates between key and query (causal)";
   static constexpr law_set claims = law::group | law::content_shift_invariance | law::reference_agreement;
   static constexpr std::int64_t position_limit = 256;  // the gate sequence covers 2 x this
+  static constexpr bool signed_positions = false;      // gate ℓ belongs to position ℓ >= 0
 
   struct params {
     BOOST_HANA_DEFINE_STRUCT(params, (int, heads), (int, head_dim), (std::vector<double>, gate_logits));

@@ -31,6 +31,7 @@ struct learned_absolute final : encoding<translation<1>, no_representation, add_
   static constexpr std::string_view summary = "learned absolute position table added to the input";
   static constexpr law_set claims = law::group;
   static constexpr std::int64_t position_limit = 1024;  // the table holds 2 x this many rows
+  static constexpr bool signed_positions = false;       // row p is position p >= 0
 
   struct params {
     BOOST_HANA_DEFINE_STRUCT(params, (int, dim), (std::uint64_t, seed));

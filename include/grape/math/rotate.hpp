@@ -20,6 +20,11 @@ GRAPE_HOST_DEVICE constexpr pair2<T> rotate_pair(T x0, T x1, T s, T c) {
 /// Channel pairing of a layout: plane i of a rotary window of `rotary_dim` channels.
 enum class layout_kind : int { half_split = 0, interleaved = 1 };
 
+/// The layout's name as configs, reports and generated files spell it.
+GRAPE_HOST_DEVICE constexpr const char* layout_name(layout_kind layout) {
+  return layout == layout_kind::half_split ? "half_split" : "interleaved";
+}
+
 GRAPE_HOST_DEVICE constexpr int first_channel(layout_kind layout, int plane, int rotary_dim) {
   (void)rotary_dim;
   return layout == layout_kind::half_split ? plane : 2 * plane;
