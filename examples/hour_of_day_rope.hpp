@@ -51,6 +51,7 @@ struct hour_of_day_rope : grape::encoding<cyclic<24>, grape::rotation_planes<1>,
   static constexpr grape::law_set claims = grape::rotary_laws;
   using extra_laws = grape::law_list<same_hour_a_day_later>;  // claimed too
   static constexpr std::int64_t position_limit = 24;
+  static constexpr std::string_view position_limit_reason = "a position is an hour of the day";
 
   struct params {
     int head_dim;

@@ -6,7 +6,8 @@
 //   struct params { ... };                            run-time parameters (Hana-reflected)
 //   static instance make(const params&);              validates, throws grape::input_error
 //   static params random_params(std::mt19937_64&);    what the checker draws
-//   static constexpr std::int64_t position_limit;     optional: the checker's position range
+//   static constexpr std::int64_t position_limit;     optional: the documented range, |m| < limit
+//   static constexpr std::string_view position_limit_reason;  why, when it is below the default
 //   static constexpr bool signed_positions;           optional: false when positions start at 0
 #include <cstdint>
 #include <random>
@@ -40,7 +41,13 @@ struct encoding {
   using representation = R;
   using injection = I;
   using instance = typename I::template instance<R>;
-  static constexpr std::int64_t position_limit = std::int64_t{1} << 20;
+  /// The documented position range: every coordinate |m| < position_limit. The checker draws a
+  /// fixed share of its positions log-uniformly up to it, so a defect that appears only past 2^20
+  /// or 2^24 (a float32 position, an int32 product, a table read past its end) fails by default.
+  /// The default is the kernels' range (int32 position ids); an encoding that needs less restates
+  /// it and says why in position_limit_reason.
+  static constexpr std::int64_t position_limit = std::int64_t{1} << 31;
+  static constexpr std::string_view position_limit_reason = "";
   /// The checker draws positions of both signs (the group is Z^N: a defect that holds only for
   /// m >= 0 — an |m|, a clamp — must be caught), except for an encoding defined on a sequence that
   /// starts at 0 (a learned table, FoX's gates), which says false.

@@ -26,8 +26,12 @@ static std::string verdict(const law_result& l) {
 }
 
 std::string check_report::table() const {
-  std::string out = fmt::format("{}: {}\nparameters {}, positions {}, seed {}, {} trials per law\n", encoding,
-                                summary, parameters, positions, options.seed, options.trials);
+  std::string out = fmt::format("{}: {}\nparameters {}, positions {}{}, seed {}, {} trials per law\n", encoding,
+                                summary, parameters, positions,
+                                position_note.empty() ? "" : fmt::format(" ({})", position_note), options.seed,
+                                options.trials);
+  out += fmt::format("reference: {}\n", reference);
+  for (const auto& n : notes) out += fmt::format("note: {}\n", n);
   out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", "law", "claimed", "result", "trials", "tolerance");
   for (const auto& l : laws)
     out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", l.name, l.claimed ? "yes" : "no", verdict(l),
@@ -50,6 +54,10 @@ nlohmann::json check_report::to_json() const {
   j["summary"] = summary;
   j["parameters"] = parameters;
   j["positions"] = positions;
+  j["position_note"] = position_note;
+  j["reference"] = reference;
+  j["notes"] = notes;
+  j["max_position"] = options.max_position;
   j["seed"] = options.seed;
   j["trials"] = options.trials;
   j["passed"] = passed();

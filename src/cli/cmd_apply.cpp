@@ -1,10 +1,13 @@
 // grape apply --config C --input X.npy --positions P.npy --output Y.npy [--seq-len N]:
-// rotates X [tokens, heads, head_dim] (float32 or float16) with the CPU kernel. Channels past
+// rotates X [tokens, heads, head_dim] (float32 or float16; float64, NumPy's default, is rounded to
+// float32 once and the output is float32, as stderr says) with the CPU kernel. Channels past
 // rotary_dim pass through. The output is written to a temp file and renamed: no partial output.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "cli/command_registry.hpp"
@@ -22,6 +25,22 @@ struct apply_options {
   std::optional<std::int64_t> seq_len;
   std::string precision = "float64";
 };
+
+/// float64 elements rounded to float32: the kernels compute in float32, so nothing is lost that
+/// the rotation would keep.
+io::npy_array to_float32(const io::npy_array& x) {
+  io::npy_array y;
+  y.dtype = io::npy_dtype::f32;
+  y.shape = x.shape;
+  y.data.resize(static_cast<std::size_t>(x.size()) * sizeof(float));
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    double v;
+    std::memcpy(&v, x.data.data() + i * sizeof(double), sizeof(double));
+    const float f = static_cast<float>(v);
+    std::memcpy(y.data.data() + i * sizeof(float), &f, sizeof(float));
+  }
+  return y;
+}
 
 std::vector<std::int64_t> read_positions(const std::string& path, std::int64_t tokens) {
   const io::npy_array p = io::read_npy(path);
@@ -48,9 +67,13 @@ void run(const apply_options& o) {
         "{}: {} model ({}): apply rotates q/k for rotary models only; this encoding is a score bias",
         o.config, to_string(m.kind), m.model_type.empty() ? "no model_type" : m.model_type));
 
-  const io::npy_array x = io::read_npy(o.input);
+  io::npy_array x = io::read_npy(o.input);
+  if (x.dtype == io::npy_dtype::f64) {
+    x = to_float32(x);
+    fmt::print(stderr, "grape: {}: float64 input rounded to float32; the output is float32\n", o.input);
+  }
   if (x.dtype != io::npy_dtype::f32 && x.dtype != io::npy_dtype::f16)
-    throw input_error(fmt::format("{}: input must be float32 or float16 (got {})", o.input,
+    throw input_error(fmt::format("{}: input must be float32, float16 or float64 (got {})", o.input,
                                   io::dtype_descr(x.dtype)));
   if (x.shape.size() != 3)
     throw input_error(fmt::format("{}: input must have shape [tokens, heads, head_dim] (got rank {})",
@@ -83,9 +106,9 @@ const registrar reg{"apply", [](CLI::App& app) {
   auto opts = std::make_shared<apply_options>();
   auto* cmd = app.add_subcommand("apply", "Rotate a [tokens, heads, head_dim] .npy with a model's RoPE");
   cmd->add_option("--config", opts->config, "config.json of a rotary model")->required();
-  cmd->add_option("--input", opts->input, "float32/float16 .npy, [tokens, heads, head_dim]")->required();
+  cmd->add_option("--input", opts->input, "float32/float16 .npy, [tokens, heads, head_dim] (float64 is rounded to float32)")->required();
   cmd->add_option("--positions", opts->positions, "int32/int64 .npy, [tokens]")->required();
-  cmd->add_option("--output", opts->output, "output .npy (same dtype and shape)")->required();
+  cmd->add_option("--output", opts->output, "output .npy (same shape; same dtype, float32 for float64 input)")->required();
   cmd->add_option("--seq-len", opts->seq_len,
                   "current sequence length for dynamic NTK / LongRoPE; default max(position) + 1");
   cmd->add_option("--precision", opts->precision, "frequency table: float64 or float32_reference")

@@ -110,8 +110,9 @@ void bands(const evaluated_model& e, const fs::path& dir, std::string& script) {
   script += fmt::format(
       "set title \"{}: wavelength per plane, schedule {}\" noenhanced\n"
       "set xlabel 'plane i'\nset ylabel 'wavelength 2{{/Symbol p}}/{{/Symbol q}}_i (tokens)'\n"
-      "set logscale y\nset key left top\n",
-      e.label, to_string(s.type));
+      "set logscale y\nset key left top\n"
+      "set xrange [-0.5:{}]\n",  // the planes exactly: autoscale would round 63 up to 70
+      e.label, to_string(s.type), static_cast<double>(t.inv_freq.size()) - 0.5);
   std::string lines;
   if (orig > 0) {
     script += fmt::format("set arrow from graph 0, first {0} to graph 1, first {0} nohead dt 2 lc rgb 'black'\n"
@@ -144,7 +145,8 @@ void decay(const evaluated_model& e, const fs::path& dir, std::string& script) {
                                 ? m.rotary.schedule.original_max_position_embeddings
                                 : 0;
   auto f = fmt::output_file((dir / "decay.dat").string());
-  script += "set logscale x\nset xlabel 'relative distance (tokens)'\n";
+  // rmargin: the last tick label is centred on the right edge of the plot and would be clipped.
+  script += "set logscale x\nset xlabel 'relative distance (tokens)'\nset rmargin 6\n";
   if (orig > 0)
     script += fmt::format("set arrow from first {0}, graph 0 to first {0}, graph 1 nohead dt 2\n"
                           "set label 'original context {0}' at first {0}, graph 0.95 right offset -0.5,0\n",

@@ -10,7 +10,7 @@
 
 namespace grape::io {
 
-enum class npy_dtype { f32, f16, i32, i64 };
+enum class npy_dtype { f32, f16, i32, i64, f64 };
 
 struct npy_array {
   npy_dtype dtype = npy_dtype::f32;

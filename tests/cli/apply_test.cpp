@@ -85,6 +85,19 @@ TEST(Apply, PartialHalfSplitLinearMatchesFloat64) {
     for (int c = 4; c < 8; ++c) EXPECT_EQ(y[row * 8 + c], x[row * 8 + c]);
 }
 
+TEST(Apply, Float64InputIsRoundedToFloat32AndSaysSo) {
+  const scratch s;
+  write_text(s / "c.json", R"({"model_type": "gptj", "n_embd": 32, "n_head": 4, "rotary_dim": 6, "n_positions": 2048})");
+  write_inputs(s, false);
+  const auto x32 = input();
+  const std::vector<double> x64(x32.begin(), x32.end());  // NumPy's default dtype
+  write_npy(s / "x.npy", "<f8", {tokens, heads, head_dim}, x64.data(), x64.size() * 8);
+  const auto r = run_grape(apply_args(s, "c.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("float64 input rounded to float32; the output is float32"), std::string::npos) << r.err;
+  expect_close(output_f32(s), reference(input(), tf::rope_default(10000.0, 6), 6, true, 1.0), 2e-5);
+}
+
 TEST(Apply, InterleavedGptJStyleMatchesFloat64) {
   const scratch s;
   write_text(s / "c.json", R"({"model_type": "gptj", "n_embd": 32, "n_head": 4, "rotary_dim": 6, "n_positions": 2048})");

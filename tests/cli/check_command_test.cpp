@@ -54,6 +54,19 @@ TEST(CheckCommand, PassingEncodingExitsZero) {
   EXPECT_NE(r.out.find("every claimed law holds"), std::string::npos);
 }
 
+TEST(CheckCommand, MaxPositionNarrowsTheRangeAndSaysSo) {
+  const auto wide = run_grape("check rope --trials 10");
+  EXPECT_NE(wide.out.find("positions -2147483647..2147483647,"), std::string::npos) << wide.out;
+  const auto r = run_grape("check rope --trials 10 --max-position 1000");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("positions -999..999 (narrowed by max_position"), std::string::npos) << r.out;
+  const auto bad = run_grape("check rope --max-position 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--max-position: must be >= 1 (got 0)"), std::string::npos) << bad.err;
+  const auto fox = run_grape("check fox --trials 10");
+  EXPECT_NE(fox.out.find("positions 0..255 (the gate sequence"), std::string::npos) << fox.out;
+}
+
 TEST(CheckCommand, UnclaimedFailuresAreReportedButDoNotFail) {
   const auto r = run_grape("check sinusoidal --json");
   EXPECT_EQ(r.code, 0) << r.err;

@@ -20,7 +20,7 @@
 #include "cpu/encode_qk.hpp"
 #include "cuda/encode_qk_thread.hpp"
 #include "hour_of_day_rope.hpp"
-#include "host_storage.hpp"
+#include "cuda/host_storage.hpp"
 #include "relocated_view.hpp"
 
 namespace grape {

@@ -17,7 +17,7 @@
 #include "../kernel_laws/random_call.hpp"
 #include "cpu/lift_qk.hpp"
 #include "cuda/lift_qk_thread.hpp"
-#include "host_storage.hpp"
+#include "cuda/host_storage.hpp"
 #include "relocated_view.hpp"
 
 namespace grape {

@@ -13,7 +13,7 @@
 #include "cpu/rotate_qk.hpp"
 #include "cpu/rotate_qk_plan.hpp"
 #include "cuda/rotate_qk_thread.hpp"
-#include "host_storage.hpp"
+#include "cuda/host_storage.hpp"
 #include "grape/rep/rotation_planes.hpp"
 
 namespace grape {

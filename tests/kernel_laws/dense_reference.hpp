@@ -1,6 +1,6 @@
 #pragma once
 // The float64 reference of one encoded head (exp(Σ c_k L_k) through the layout, times the
-// attention factor) and the storage tolerances the kernel-law tests hold the kernels to.
+// attention factor); the storage tolerances are the checker's (check/kernel_call.hpp).
 #include <Eigen/Core>
 #include <array>
 #include <cstdint>
@@ -9,30 +9,10 @@
 
 #include "cpu/rotate_qk.hpp"
 #include "grape/builtins.hpp"
+#include "grape/check/kernel_call.hpp"
 #include "grape/check/reference.hpp"
 
 namespace grape {
-
-template <class T>
-constexpr double storage_tolerance() {
-  if constexpr (std::is_same_v<T, float>) return 4e-6;
-  else if constexpr (std::is_same_v<T, Eigen::half>) return 2e-3;
-  else return 1.6e-2;
-}
-
-template <class T>
-constexpr cpu::dtype dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return cpu::dtype::f32;
-  else if constexpr (std::is_same_v<T, Eigen::half>) return cpu::dtype::f16;
-  else return cpu::dtype::bf16;
-}
-
-template <class I>
-struct layouts_of;
-template <class R, layout_kind Q, layout_kind K>
-struct layouts_of<rotate_instance<R, Q, K>> {
-  static constexpr layout_kind q = Q, k = K;
-};
 
 /// Reference output of one head: y[ch(j)] = af·Σ_l ρ(j, l)·x[ch(l)] inside the rotary window.
 template <class E>

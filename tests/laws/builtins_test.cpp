@@ -5,6 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <boost/hana/tuple.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <vector>
+#include <string_view>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +42,17 @@ TYPED_TEST(EveryBuiltin, EveryClaimedLawHolds) {
       EXPECT_NE(report.find(l), nullptr) << E::name << " claims " << to_string(l) << " but it was not checked";
     }
   }
+  // The kernel laws run where a compiled kernel exists (lists written out, not derived from the
+  // laws' own applicability), and every report names what it compared with besides itself.
+  const std::set<std::string_view> rotating = {"rope",     "rope_interleaved", "xpos",     "grape_m",   "mrope",
+                                               "axial_2d", "string_rope",      "liere_2d", "rope_alibi"};
+  const std::set<std::string_view> tiled = {"alibi", "t5_buckets", "rope_alibi"};
+  EXPECT_EQ(report.find(std::string_view("cpu_kernel")) != nullptr, rotating.contains(E::name)) << report.table();
+  EXPECT_EQ(report.find(std::string_view("cuda_body_emulated")) != nullptr, rotating.contains(E::name)) << report.table();
+  EXPECT_EQ(report.find(std::string_view("bias_tile")) != nullptr, tiled.contains(E::name)) << report.table();
+  EXPECT_EQ(report.find(std::string_view("lift_kernel")) != nullptr, E::name == "grape_a") << report.table();
+  const bool referenced = report.reference.rfind("none", 0) != 0;
+  EXPECT_EQ(referenced, detail::has_representation<E> || detail::has_reference_bias<E>) << report.reference;
 }
 
 bool holds(const check_report& r, law l) {
@@ -73,13 +89,53 @@ TEST(Builtins, ReportsAreReproducibleFromTheSeed) {
 /// Positions of both signs for the groups that have them (Z^N); from 0 for a table or a gate
 /// sequence. The report says which range it drew from.
 TEST(Builtins, ReportsThePositionRangeItDrewFrom) {
-  EXPECT_EQ(check<rope>(check_options{2, 1}).positions, "-1048575..1048575");
+  EXPECT_EQ(check<rope>(check_options{2, 1}).positions, "-2147483647..2147483647");
   EXPECT_EQ(check<xpos>(check_options{2, 1}).positions, "-4095..4095");
   EXPECT_EQ(check<fox>(check_options{2, 1}).positions, "0..255");
   EXPECT_EQ(check<learned_absolute>(check_options{2, 1}).positions, "0..1023");
   const auto table = check<alibi>(check_options{2, 1}).table();
-  EXPECT_NE(table.find("positions -1048575..1048575"), std::string::npos) << table;
-  EXPECT_EQ(check<alibi>(check_options{2, 1}).to_json().at("positions"), "-1048575..1048575");
+  EXPECT_NE(table.find("positions -2147483647..2147483647,"), std::string::npos) << table;
+  EXPECT_EQ(check<alibi>(check_options{2, 1}).to_json().at("positions"), "-2147483647..2147483647");
+  const auto narrowed = check<alibi>(check_options{2, 1, 100});
+  EXPECT_EQ(narrowed.positions, "-99..99");
+  EXPECT_NE(narrowed.table().find("(narrowed by max_position from the encoding's 2147483647)"), std::string::npos);
+  EXPECT_NE(check<xpos>(check_options{2, 1}).table().find("positions -4095..4095 (the key scale"), std::string::npos);
+}
+
+/// A law that only records the positions a trial draws.
+struct position_census {
+  static inline std::vector<std::int64_t> drawn;
+  static constexpr std::string_view name = "position_census";
+  static constexpr std::string_view formula = "records the positions drawn";
+  static constexpr std::string_view tolerance = "none";
+  template <class E>
+  static std::optional<counterexample> trial(detail::trial_inputs<E>& t) {
+    drawn.push_back(t.draw_position());
+    return std::nullopt;
+  }
+};
+struct alibi_with_census : encoding<translation<1>, no_representation, score_bias<alibi_bias>> {
+  static constexpr std::string_view name = "alibi_with_census";
+  static constexpr std::string_view summary = "ALiBi, recording the positions its trials draw";
+  static constexpr law_set claims = alibi::claims;
+  using extra_laws = law_list<position_census>;
+  using params = alibi::params;
+  static params random_params(std::mt19937_64& rng) { return alibi::random_params(rng); }
+  static instance make(const params& p) { return alibi::make(p); }
+};
+
+TEST(Builtins, DrawsLongPositionsOfBothSignsAndKeepsMostSmall) {
+  position_census::drawn.clear();
+  (void)check<alibi_with_census>(check_options{400, 1});
+  const auto& d = position_census::drawn;
+  ASSERT_GE(d.size(), 400u);
+  const auto count = [&](auto pred) { return std::count_if(d.begin(), d.end(), pred); };
+  // Three in four are below 1024; one in four is log-uniform over bit lengths 11..31, so about
+  // 7 in 84 lie past 2^24, where a float32 position is no longer exact.
+  EXPECT_GE(count([](std::int64_t m) { return std::abs(m) < 1024; }), static_cast<long>(d.size() * 6 / 10));
+  EXPECT_GE(count([](std::int64_t m) { return std::abs(m) > (std::int64_t{1} << 24); }), 10);
+  EXPECT_GE(count([](std::int64_t m) { return m < 0; }), static_cast<long>(d.size() / 4));
+  EXPECT_TRUE(std::all_of(d.begin(), d.end(), [](std::int64_t m) { return std::abs(m) < (std::int64_t{1} << 31); }));
 }
 
 TEST(Builtins, UnknownNameIsAnInputError) {

@@ -48,7 +48,12 @@ struct non_skew_generator : mutant_base<skew_generators<1>> {
     return {skew_generators<1>({L}), p.head_dim, 1.0};
   }
 };
-TEST(Mutants, NonSkewGenerator) { expect_caught<non_skew_generator>(law::reference_agreement); }
+TEST(Mutants, NonSkewGenerator) {
+  expect_caught<non_skew_generator>(law::reference_agreement);
+  const auto report = check<non_skew_generator>(check_options{10, 1});
+  ASSERT_EQ(report.notes.size(), 1u) << report.table();  // the dropped symmetric part is named
+  EXPECT_NE(report.table().find("note: head 0: a generator has a symmetric part"), std::string::npos) << report.table();
+}
 
 // 2. Two position axes with generators that do not commute: ρ(m)ᵀρ(n) is not ρ(n − m).
 struct non_commuting_2d : mutant_base<skew_generators<2>> {
@@ -285,7 +290,7 @@ struct float32_angle : mutant_base<float_angle_planes> {
   }
 };
 TEST(Mutants, Float32AngleLosesPrecisionAtLongPositions) {
-  expect_caught<float32_angle>(law::kernel_agreement);
+  expect_caught<float32_angle>(law::float32_agreement);
 }
 
 // 11. A user-defined cyclic group with frequencies that are not periodic in it.
@@ -309,6 +314,98 @@ struct learned_claims_relative : encoding<translation<1>, no_representation, add
   static instance make(const params& p) { return learned_absolute::make(p); }
 };
 TEST(Mutants, AbsoluteTableClaimingScoreLaw) { expect_caught<learned_claims_relative>(law::score_invariance); }
+
+// 13. The position carried in float32 (exact to 2^24 only): right for every position a short
+// context uses, wrong past 2^24. Caught by default because a share of every law's positions is
+// drawn log-uniformly up to the encoding's range; a check limited to 2^20 misses it.
+struct float_position_planes : rotation_planes<1> {
+  explicit float_position_planes(rotation_planes<1> p) : rotation_planes<1>(std::move(p)) {}
+  template <class T>
+  void apply(const std::array<std::int64_t, 1>& c, const T* x, T* y) const {
+    const std::int64_t rounded = static_cast<std::int64_t>(static_cast<float>(c[0]));
+    rotation_planes<1>::apply(std::array<std::int64_t, 1>{rounded}, x, y);
+  }
+  template <class T>
+  void apply_key(const std::array<std::int64_t, 1>& c, const T* x, T* y) const {
+    apply(c, x, y);
+  }
+};
+struct float32_position : mutant_base<float_position_planes> {
+  static constexpr std::string_view name = "float32_position";
+  static instance make(const params& p) {
+    return {float_position_planes(rotation_planes<1>::from_inv_freq(rope_inv_freq(p.head_dim, 10000))), p.head_dim, 1.0};
+  }
+};
+TEST(Mutants, PositionInFloat32FailsOnlyPast2To24) {
+  const auto c = expect_caught<float32_position>(law::reference_agreement);
+  const auto at = c.positions.find("m=(");
+  ASSERT_NE(at, std::string::npos) << c.positions;
+  EXPECT_GT(std::abs(std::stoll(c.positions.substr(at + 3))), std::int64_t{1} << 24) << c.positions;
+  check_options short_range;
+  short_range.max_position = std::int64_t{1} << 20;
+  const auto report = check<float32_position>(short_range);
+  EXPECT_TRUE(report.passed()) << report.table();
+  EXPECT_NE(report.table().find("narrowed by max_position"), std::string::npos) << report.table();
+}
+
+// 14. A kernel table that is not the representation's: apply (float64 and the float32 element
+// path) is RoPE with base 10000, the view the kernels take is built with base 10240 (a mistyped
+// constant in the table builder). Only laws that run the compiled kernels see it.
+struct stale_view_planes : rotation_planes<1> {
+  rotation_planes<1> table;
+  stale_view_planes(rotation_planes<1> p, rotation_planes<1> t) : rotation_planes<1>(std::move(p)), table(std::move(t)) {}
+  auto view() const { return table.view(); }
+};
+struct stale_kernel_table : mutant_base<stale_view_planes> {
+  static constexpr std::string_view name = "stale_kernel_table";
+  static instance make(const params& p) {
+    return {stale_view_planes(rotation_planes<1>::from_inv_freq(rope_inv_freq(p.head_dim, 10000)),
+                              rotation_planes<1>::from_inv_freq(rope_inv_freq(p.head_dim, 10240))),
+            p.head_dim, 1.0};
+  }
+};
+TEST(Mutants, KernelTableDiffersFromTheRepresentation) {
+  const auto report = check<stale_kernel_table>(check_options{});
+  EXPECT_EQ(report.find(law::float32_agreement)->status, law_status::holds) << report.table();
+  for (const char* kernel : {"cpu_kernel", "cuda_body_emulated"}) {
+    const auto* r = report.find(std::string_view(kernel));
+    ASSERT_NE(r, nullptr) << report.table();
+    EXPECT_EQ(r->status, law_status::fails) << report.table();
+    ASSERT_TRUE(r->example.has_value());
+    EXPECT_GT(r->example->error, r->example->tolerance);
+    EXPECT_NE(r->example->what.find("vs float64 encode"), std::string::npos) << r->example->what;
+  }
+}
+
+// 15. ALiBi with the sign of the bias flipped (a reward for distance): every law of its own holds,
+// so only an independent reference formula catches it, and the report names that reference.
+struct rewarding_alibi_bias : alibi_bias {
+  double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
+    return -alibi_bias::bias(h, m, n);
+  }
+};
+template <bool WithReference>
+struct sign_flipped_alibi : encoding<translation<1>, no_representation, score_bias<rewarding_alibi_bias>> {
+  static constexpr std::string_view name = "sign_flipped_alibi";
+  static constexpr std::string_view summary = "+slope·|m − n|";
+  static constexpr law_set claims =
+      WithReference ? law::group | law::score_invariance | law::reference_agreement : law::group | law::score_invariance;
+  using params = alibi::params;
+  static params random_params(std::mt19937_64& rng) { return alibi::random_params(rng); }
+  static instance make(const params& p) { return {{alibi::make(p).bias}, p.head_dim}; }
+  static double reference_bias(const params& p, int h, std::int64_t m, std::int64_t n)
+    requires WithReference
+  {
+    return alibi::reference_bias(p, h, m, n);
+  }
+};
+TEST(Mutants, WrongSignBiasCaughtOnlyByAReference) {
+  expect_caught<sign_flipped_alibi<true>>(law::reference_agreement);
+  const auto alone = check<sign_flipped_alibi<false>>(check_options{});
+  EXPECT_TRUE(alone.passed()) << alone.table();  // nothing to compare with: the gap is shown
+  EXPECT_EQ(alone.reference.rfind("none", 0), 0u) << alone.reference;
+  EXPECT_NE(alone.table().find("reference: none"), std::string::npos) << alone.table();
+}
 
 }  // namespace
 }  // namespace grape

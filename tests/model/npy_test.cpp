@@ -101,7 +101,7 @@ TEST(Npy, MalformedFilesNameTheFile) {
       {handmade(4, ok_dict, floats({1, 2})), "version 4"},
       {handmade(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", floats({1, 2})), "fortran_order"},
       {handmade(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", floats({1, 2})), "dtype"},
-      {handmade(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", floats({1, 2})), "dtype"},
+      {handmade(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", floats({1, 2})), "dtype"},
       {handmade(1, "{'descr': '<f4', 'shape': (2,), }", floats({1, 2})), "header"},
       {handmade(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", floats({1, 2})), "header"},
       {handmade(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,", floats({1, 2})), "header"},

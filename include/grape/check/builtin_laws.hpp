@@ -69,11 +69,11 @@ struct group_law : builtin_law<law::group> {
 
   /// Draws its own elements: the group law needs nothing of the instance.
   template <class E>
-  static std::optional<counterexample> trial(trial_inputs<E>&) {
+  static std::optional<counterexample> trial(trial_inputs<E>& t) {
     using G = typename E::group;
-    const auto a = G::from_coordinates(trial_inputs<E>::draw_coords(-E::position_limit, E::position_limit));
-    const auto b = G::from_coordinates(trial_inputs<E>::draw_coords(-E::position_limit, E::position_limit));
-    const auto c = G::from_coordinates(trial_inputs<E>::draw_coords(-E::position_limit, E::position_limit));
+    const auto a = G::from_coordinates(t.draw_positions());
+    const auto b = G::from_coordinates(t.draw_positions());
+    const auto c = G::from_coordinates(t.draw_positions());
     const auto e = G::identity();
     const auto at = fmt::format("a={} b={} c={}", show(G::coordinates(a)), show(G::coordinates(b)), show(G::coordinates(c)));
     auto fail = [&](const char* what) { return counterexample{at, 0, 1, 1, 0, what}; };
@@ -96,8 +96,8 @@ struct rep_draws {
 
   rep_draws(trial_inputs<E>& t, int d)
       : head(t.head),
-        m(G::from_coordinates(trial_inputs<E>::draw_positions())),
-        n(G::from_coordinates(trial_inputs<E>::draw_positions())),
+        m(G::from_coordinates(t.draw_positions())),
+        n(G::from_coordinates(t.draw_positions())),
         cm(G::coordinates(m)),
         cn(G::coordinates(n)),
         x(random_vec(t.rng, d)),
@@ -167,9 +167,9 @@ struct score_invariance_law : builtin_law<law::score_invariance> {
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
     using G = typename E::group;
     const int d = t.instance.content_dim();
-    const auto cm = trial_inputs<E>::draw_positions();
-    const auto cn = trial_inputs<E>::draw_positions();
-    const auto ct = trial_inputs<E>::draw_positions();
+    const auto cm = t.draw_positions();
+    const auto cn = t.draw_positions();
+    const auto ct = t.draw_positions();
     const auto m = G::from_coordinates(cm), n = G::from_coordinates(cn), s = G::from_coordinates(ct);
     const vec q = random_vec(t.rng, d), k = random_vec(t.rng, d);
     const auto cms = G::coordinates(G::compose(s, m)), cns = G::coordinates(G::compose(s, n));
@@ -194,9 +194,9 @@ struct content_shift_invariance_law : builtin_law<law::content_shift_invariance>
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    const std::int64_t m = trial_inputs<E>::draw_position();
-    const std::int64_t n = trial_inputs<E>::draw_position();
-    const std::int64_t s = trial_inputs<E>::draw_position();
+    const std::int64_t m = t.draw_position();
+    const std::int64_t n = t.draw_position();
+    const std::int64_t s = t.draw_position();
     const auto& b = t.instance.bias;
     const double s1 = b.bias_with_content(t.head, m, n, 0);
     const double s2 = b.bias_with_content(t.head, m + s, n + s, s);
@@ -269,8 +269,8 @@ struct bias_reference_law : builtin_law<law::reference_agreement> {
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    const std::int64_t m = trial_inputs<E>::draw_position();
-    const std::int64_t n = trial_inputs<E>::draw_position();
+    const std::int64_t m = t.draw_position();
+    const std::int64_t n = t.draw_position();
     const double got = t.instance.bias.bias(t.head, std::array<std::int64_t, 1>{m}, std::array<std::int64_t, 1>{n});
     const double want = E::reference_bias(t.params, t.head, m, n);
     if (same_score(got, want)) return std::nullopt;
@@ -280,12 +280,12 @@ struct bias_reference_law : builtin_law<law::reference_agreement> {
   }
 };
 
-struct kernel_agreement_law : builtin_law<law::kernel_agreement> {
+struct float32_agreement_law : builtin_law<law::float32_agreement> {
   static constexpr std::string_view tolerance = float_rule;
   /// Only for an encoding that claims an agreement law: a representation used otherwise (the
   /// sinusoidal table is RoPE's ρ(m) applied to a fixed vector) is not run by the kernels.
   template <class E>
-  static constexpr bool applies = has_representation<E> && (E::claims.contains(law::kernel_agreement) ||
+  static constexpr bool applies = has_representation<E> && (E::claims.contains(law::float32_agreement) ||
                                                              E::claims.contains(law::reference_agreement));
 
   template <class E>
@@ -305,16 +305,15 @@ struct shift_linear_law : builtin_law<law::shift_linear> {
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
     const auto& table = t.instance.table;
     const int d = table.dim();
-    const std::int64_t k = *rc::gen::inRange<std::int64_t>(1, E::position_limit);
-    const std::int64_t m = trial_inputs<E>::draw_position();
+    const std::int64_t k = std::max<std::int64_t>(1, std::abs(t.draw_position()));
+    const std::int64_t m = t.draw_position();
     auto pe = [&](std::int64_t p) {
       vec v(d);
       table.embed(std::array<std::int64_t, 1>{p}, v.data());
       return v;
     };
     Eigen::MatrixXd A(d, 2 * d), B(d, 2 * d);
-    std::uniform_int_distribution<std::int64_t> pos(E::signed_positions ? 1 - E::position_limit : 0,
-                                                    E::position_limit - 1);
+    std::uniform_int_distribution<std::int64_t> pos(E::signed_positions ? 1 - t.limit : 0, t.limit - 1);
     for (int j = 0; j < 2 * d; ++j) {
       const std::int64_t p = pos(t.rng);
       A.col(j) = pe(p);
@@ -332,6 +331,6 @@ struct shift_linear_law : builtin_law<law::shift_linear> {
 /// The built-in laws in report order (laws.hpp's all_laws).
 using builtin_laws = law_list<group_law, homomorphism_law, relative_law, score_invariance_law,
                               content_shift_invariance_law, norm_preservation_law, reference_agreement_law,
-                              bias_reference_law, kernel_agreement_law, shift_linear_law>;
+                              bias_reference_law, float32_agreement_law, shift_linear_law>;
 
 }  // namespace grape::detail

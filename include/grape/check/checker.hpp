@@ -2,12 +2,15 @@
 // grape::check<E>: every law that applies to encoding E, as a rapidcheck property over random
 // content, positions, shifts and (unless fixed) parameters. Claimed laws must hold; unclaimed
 // ones are reported honestly as holding or not, with a shrunk counterexample.
+#include <fmt/ranges.h>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "grape/check/builtin_laws.hpp"
+#include "grape/check/kernel_laws.hpp"
 #include "grape/check/property.hpp"
 #include "grape/check/report.hpp"
 #include "grape/check/trial.hpp"
@@ -41,20 +44,20 @@ constexpr law_list<A..., B...> join(law_list<A...>, law_list<B...>) {
   return {};
 }
 
-/// One tester's row, if it applies to E. A built-in tester names its law (`id`): E's claims say
-/// whether it must hold, `applies<E>` whether it runs, and the seed offset is the law's. A law of
-/// one's own is claimed by being listed, always runs, and takes its seed offset from its name.
+/// One tester's row, if it applies to E (`applies<E>`, when the tester says). A built-in tester
+/// names its law (`id`): E's claims say whether it must hold, and the seed offset is the law's.
+/// A kernel law or a law of one's own is claimed by running, and takes its seed offset from its name.
 template <class E, class L>
 void run_tester(const std::optional<typename E::params>& fixed, const check_options& options,
                 std::vector<law_result>& rows) {
   constexpr bool builtin = requires { L::id; };
   constexpr bool applies = [] {
-    if constexpr (builtin) return L::template applies<E>;
+    if constexpr (requires { L::template applies<E>; }) return L::template applies<E>;
     else return true;
   }();
   if constexpr (applies) {
     auto trial = [&] {
-      auto t = draw_trial<E>(fixed);
+      auto t = draw_trial<E>(fixed, options);
       return L::template trial<E>(t);
     };
     const std::string tolerance(L::tolerance);
@@ -65,7 +68,8 @@ void run_tester(const std::optional<typename E::params>& fixed, const check_opti
   }
 }
 
-/// Runs law testers in order, one row each: grape::check<E> passes the built-ins, then E's extra_laws.
+/// Runs law testers in order, one row each: grape::check<E> passes the built-ins, the kernel laws,
+/// then E's extra_laws.
 template <class E, class... Laws>
 void run_laws(law_list<Laws...>, const std::optional<typename E::params>& fixed, const check_options& options,
               std::vector<law_result>& rows) {
@@ -77,6 +81,39 @@ void run_laws(law_list<Laws...>, const std::optional<typename E::params>& fixed,
   (run_tester<E, Laws>(fixed, options, rows), ...);
 }
 
+/// What the encoding is compared with besides itself: a representation's dense exponential of
+/// its generators, a bias's reference_bias formula — or nothing, which the report shows.
+template <class E>
+std::string reference_of() {
+  std::vector<std::string> refs;
+  if constexpr (has_representation<E>) refs.emplace_back("exp(Σ c_k L_k) of its generators, dense float64");
+  if constexpr (has_reference_bias<E>) refs.emplace_back("reference_bias, its independent bias formula");
+  if (refs.empty()) return "none (only its own laws; a score bias can give reference_bias)";
+  return fmt::format("{}", fmt::join(refs, "; "));
+}
+
+/// What one instance says about itself that a user may not mean (skew_generators dropping the
+/// symmetric part of a generator it was given).
+template <class E>
+std::vector<std::string> notes_on(const typename E::instance& inst) {
+  std::vector<std::string> notes;
+  if constexpr (has_representation<E>) {
+    for (int h = 0; h < inst.heads(); ++h) {
+      const auto& rep = inst.representation(h);
+      if constexpr (requires { rep.symmetric_part(); }) {
+        if (const double s = rep.symmetric_part(); s > 0) {
+          notes.push_back(fmt::format(
+              "head {}: a generator has a symmetric part (norm {:.3g}); skew_generators applies only its skew "
+              "part (L - Lᵀ)/2, so exp(tL) is not what the kernels compute",
+              h, s));
+          break;
+        }
+      }
+    }
+  }
+  return notes;
+}
+
 }  // namespace detail
 
 /// Checks every law that applies to E. With params, they are fixed; without, drawn per trial.
@@ -85,15 +122,26 @@ check_report check(const std::optional<typename E::params>& fixed, const check_o
   static_assert(Encoding<E>,
                 "grape: check<E> needs an Encoding: derive E from grape::encoding<G, R, I> and give it name, "
                 "summary, claims, params, make(params), random_params(rng)");
-  if (fixed) (void)E::make(*fixed);  // bad parameters: input_error before any trial runs
+  // Bad parameters: input_error before any trial runs. Unfixed, one draw from the seed stands for
+  // the rest in the report's notes.
+  std::mt19937_64 rng(options.seed);
+  const auto first = E::make(fixed ? *fixed : E::random_params(rng));
   check_report report;
   report.encoding = std::string(E::name);
   report.summary = std::string(E::summary);
   report.parameters = fixed ? "fixed: " + detail::describe_params(*fixed) : "random per trial";
   report.options = options;
-  report.positions = fmt::format("{}..{}", E::signed_positions ? 1 - E::position_limit : 0, E::position_limit - 1);
-  detail::run_laws<E>(detail::join(detail::builtin_laws{}, typename detail::extra_laws_of<E>::type{}), fixed, options,
-                      report.laws);
+  report.reference = detail::reference_of<E>();
+  report.notes = detail::notes_on<E>(first);
+  const std::int64_t range = detail::position_range<E>(options);
+  report.positions = fmt::format("{}..{}", E::signed_positions ? 1 - range : 0, range - 1);
+  if (range < E::position_limit)
+    report.position_note = fmt::format("narrowed by max_position from the encoding's {}", E::position_limit - 1);
+  else if constexpr (requires { E::position_limit_reason; })
+    report.position_note = std::string(E::position_limit_reason);
+  detail::run_laws<E>(detail::join(detail::join(detail::builtin_laws{}, detail::kernel_laws{}),
+                                   typename detail::extra_laws_of<E>::type{}),
+                      fixed, options, report.laws);
   return report;
 }
 

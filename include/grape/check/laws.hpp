@@ -14,14 +14,14 @@ enum class law : unsigned {
   content_shift_invariance = 1u << 4,  // the same with the content moved along with the positions
   norm_preservation = 1u << 5,         // ‖ρ(m)x‖ = ‖x‖
   reference_agreement = 1u << 6,       // apply (float64) = exp(Σ c_k L_k) x (Eigen, dense)
-  kernel_agreement = 1u << 7,          // apply (float32 element code of the kernels) = reference
+  float32_agreement = 1u << 7,          // apply in float32 (the element code the kernels inline) = reference
   shift_linear = 1u << 8,              // PE(m + k) = M_k·PE(m) with M_k independent of m
 };
 
 inline constexpr std::array<law, 9> all_laws = {
     law::group,     law::homomorphism,        law::relative,
     law::score_invariance, law::content_shift_invariance, law::norm_preservation,
-    law::reference_agreement, law::kernel_agreement, law::shift_linear};
+    law::reference_agreement, law::float32_agreement, law::shift_linear};
 
 inline constexpr std::string_view to_string(law l) {
   switch (l) {
@@ -32,7 +32,7 @@ inline constexpr std::string_view to_string(law l) {
     case law::content_shift_invariance: return "content_shift_invariance";
     case law::norm_preservation: return "norm_preservation";
     case law::reference_agreement: return "reference_agreement";
-    case law::kernel_agreement: return "kernel_agreement";
+    case law::float32_agreement: return "float32_agreement";
     case law::shift_linear: return "shift_linear";
   }
   return "?";
@@ -47,7 +47,7 @@ inline constexpr std::string_view formula(law l) {
     case law::content_shift_invariance: return "score with content shifted by t = unshifted score";
     case law::norm_preservation: return "‖ρ(m)x‖ = ‖x‖";
     case law::reference_agreement: return "ρ(c)x = exp(Σ c_k L_k)x in float64";
-    case law::kernel_agreement: return "float32 kernel path ρ(c)x = exp(Σ c_k L_k)x";
+    case law::float32_agreement: return "float32 element path ρ(c)x = exp(Σ c_k L_k)x";
     case law::shift_linear: return "PE(m+k) = M_k·PE(m), M_k independent of m";
   }
   return "?";
@@ -87,6 +87,6 @@ struct trial_inputs;  // one trial's draws (check/checker.hpp)
 /// The laws every orthogonal rotary encoding claims.
 inline constexpr law_set rotary_laws = law::group | law::homomorphism | law::relative |
                                        law::score_invariance | law::norm_preservation |
-                                       law::reference_agreement | law::kernel_agreement;
+                                       law::reference_agreement | law::float32_agreement;
 
 }  // namespace grape

@@ -15,6 +15,7 @@ namespace grape {
 struct check_options {
   int trials = 100;         // trials per law (rapidcheck maxSuccess)
   std::uint64_t seed = 1;   // the same seed gives the same report
+  std::int64_t max_position = 0;  // > 0: draw |positions| below min(this, E::position_limit)
 };
 
 struct counterexample {
@@ -42,7 +43,10 @@ struct check_report {
   std::string encoding;
   std::string summary;
   std::string parameters;   // "random per trial" or the fixed parameters
-  std::string positions;    // the range positions are drawn from, e.g. "-1048575..1048575"
+  std::string positions;    // the range positions are drawn from, e.g. "-2147483647..2147483647"
+  std::string position_note;  // why the range is below the default, when it is
+  std::string reference;    // what the encoding was compared with, independently of itself, or "none"
+  std::vector<std::string> notes;  // what the checker noticed about the instance (e.g. a dropped part)
   check_options options;
   std::vector<law_result> laws;
 

@@ -3,7 +3,9 @@
 // trials share: the questions they ask of an encoding's types, position and content draws, and
 // the tolerance rules.
 #include <Eigen/Core>
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "grape/check/report.hpp"
 #include "grape/detail/random.hpp"
 #include "grape/encoding.hpp"
 #include "grape/inject/score_bias.hpp"
@@ -59,6 +62,25 @@ std::string show(const std::array<std::int64_t, N>& c) {
   return s + ")";
 }
 
+/// The range a check draws positions from: |m| < limit, the encoding's position_limit unless
+/// check_options::max_position narrows it.
+template <class E>
+std::int64_t position_range(const check_options& options) {
+  const std::int64_t limit = E::position_limit;
+  return options.max_position > 0 ? std::min(limit, options.max_position) : limit;
+}
+
+/// A draw at rapidcheck's full size. Integer ranges are otherwise scaled by a size that grows over
+/// the trials, which keeps the first trials' draws near the bottom of every range.
+template <class Gen>
+auto full_size(Gen gen) {
+  return *rc::gen::resize(rc::kNominalSize, std::move(gen));
+}
+
+/// Positions below this are "small": three draws in four stay below it, so that small positions
+/// and offsets are well represented and shrinking reaches small counterexamples.
+inline constexpr std::int64_t small_positions = 1024;
+
 /// One trial's draws: parameters (fixed or from a shrinkable seed), content seed, positions.
 template <class E>
 struct trial_inputs {
@@ -67,24 +89,29 @@ struct trial_inputs {
   typename E::instance instance;
   std::mt19937_64 rng;
   int head = 0;
+  std::int64_t limit = E::position_limit;  // |position| < limit
 
-  static std::array<std::int64_t, G::rank> draw_coords(std::int64_t lo, std::int64_t hi) {
-    std::array<std::int64_t, G::rank> c{};
-    for (auto& x : c) x = *rc::gen::inRange<std::int64_t>(lo, hi);
-    return c;
-  }
-
-  /// A position in (−position_limit, position_limit), or [0, position_limit) for an encoding
-  /// whose positions start at 0 (signed_positions = false: a table, a gate sequence). Drawn as a
-  /// magnitude and a sign so that shrinking moves it toward 0 and toward positive.
-  static std::int64_t draw_position() {
-    const std::int64_t magnitude = *rc::gen::inRange<std::int64_t>(0, E::position_limit);
+  /// A position with |m| < limit, or in [0, limit) for an encoding whose positions start at 0
+  /// (signed_positions = false: a table, a gate sequence). Three in four are below
+  /// small_positions; the fourth is log-uniform up to the limit (a bit length, then uniform below
+  /// it), so a defect that shows only past 2^24 is found by default. Magnitude and sign are drawn
+  /// apart, so shrinking moves toward 0, toward small and toward positive.
+  std::int64_t draw_position() const {
+    const std::int64_t small = std::min(limit, small_positions);
+    std::int64_t magnitude = 0;
+    if (full_size(rc::gen::inRange(0, 4)) < 3 || limit <= small) {
+      magnitude = full_size(rc::gen::inRange<std::int64_t>(0, small));
+    } else {
+      const auto bit_length = [](std::int64_t v) { return static_cast<int>(std::bit_width(static_cast<std::uint64_t>(v))); };
+      const int bits = full_size(rc::gen::inRange(bit_length(small), bit_length(limit - 1) + 1));
+      magnitude = full_size(rc::gen::inRange<std::int64_t>(0, std::min(limit, std::int64_t{1} << bits)));
+    }
     if constexpr (!E::signed_positions) return magnitude;
     return *rc::gen::arbitrary<bool>() ? -magnitude : magnitude;
   }
 
   /// Coordinates on every axis, each a draw_position().
-  static std::array<std::int64_t, G::rank> draw_positions() {
+  std::array<std::int64_t, G::rank> draw_positions() const {
     std::array<std::int64_t, G::rank> c{};
     for (auto& x : c) x = draw_position();
     return c;
@@ -92,14 +119,14 @@ struct trial_inputs {
 };
 
 template <class E>
-trial_inputs<E> draw_trial(const std::optional<typename E::params>& fixed) {
+trial_inputs<E> draw_trial(const std::optional<typename E::params>& fixed, const check_options& options) {
   const auto param_seed = *rc::gen::arbitrary<std::uint64_t>();
   const auto content_seed = *rc::gen::arbitrary<std::uint64_t>();
   std::mt19937_64 prng(param_seed);
   auto params = fixed ? *fixed : E::random_params(prng);
   auto inst = E::make(params);
   const int head = *rc::gen::inRange(0, inst.heads());
-  return {std::move(params), std::move(inst), std::mt19937_64(content_seed), head};
+  return {std::move(params), std::move(inst), std::mt19937_64(content_seed), head, position_range<E>(options)};
 }
 
 /// Σ_k |c_k|·‖L_k‖: the size of the exponent, which bounds the reference's own rounding error.

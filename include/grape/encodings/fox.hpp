@@ -44,7 +44,9 @@ struct fox final : encoding<translation<1>, no_representation, score_bias<forget
   static constexpr std::string_view summary =
       "Forgetting Transformer: bias = sum of log forget gates between key and query (causal)";
   static constexpr law_set claims = law::group | law::content_shift_invariance | law::reference_agreement;
-  static constexpr std::int64_t position_limit = 256;  // the gate sequence covers 2 x this
+  static constexpr std::int64_t position_limit = 256;
+  static constexpr std::string_view position_limit_reason =
+      "the gate sequence random_params draws covers positions 0..511 (shifts included)";
   static constexpr bool signed_positions = false;      // gate ℓ belongs to position ℓ >= 0
 
   struct params {

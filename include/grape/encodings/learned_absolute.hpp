@@ -30,7 +30,9 @@ struct learned_absolute final : encoding<translation<1>, no_representation, add_
   static constexpr std::string_view name = "learned_absolute";
   static constexpr std::string_view summary = "learned absolute position table added to the input";
   static constexpr law_set claims = law::group;
-  static constexpr std::int64_t position_limit = 1024;  // the table holds 2 x this many rows
+  static constexpr std::int64_t position_limit = 1024;
+  static constexpr std::string_view position_limit_reason =
+      "the table random_params draws has 2048 rows (shifts included)";
   static constexpr bool signed_positions = false;       // row p is position p >= 0
 
   struct params {

@@ -26,7 +26,7 @@ struct rotary_table final : encoding<translation<1>, rotation_planes<1>, rotate_
   // The attention factor scales q and k, so norms are not preserved unless it is 1; that law is
   // then reported, not claimed.
   static constexpr law_set claims = law::group | law::homomorphism | law::relative | law::score_invariance |
-                                    law::reference_agreement | law::kernel_agreement;
+                                    law::reference_agreement | law::float32_agreement;
 
   static params random_params(std::mt19937_64& rng) {
     rotary_spec s;

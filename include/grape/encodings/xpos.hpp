@@ -21,8 +21,10 @@ struct xpos final : encoding<translation<1>, scaled_planes, rotate_qk<layout_kin
   static constexpr std::string_view summary =
       "xPos: RoPE times zeta_i^(m/scale_base) on queries and its inverse on keys";
   static constexpr law_set claims = law::group | law::homomorphism | law::relative | law::score_invariance |
-                                    law::reference_agreement | law::kernel_agreement;
-  static constexpr std::int64_t position_limit = 4096;  // ζ^(±m/γ) stays well inside float range
+                                    law::reference_agreement | law::float32_agreement;
+  static constexpr std::int64_t position_limit = 4096;
+  static constexpr std::string_view position_limit_reason =
+      "the key scale ζ^(-n/γ) leaves float32 near n = 36,000 (γ = 512, ζ >= 0.29); 4096 is 8γ";
 
   struct params {
     BOOST_HANA_DEFINE_STRUCT(params, (int, head_dim), (double, base), (double, scale_base), (double, gamma));

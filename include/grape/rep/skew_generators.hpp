@@ -6,6 +6,7 @@
 // The law ρ(m)ᵀρ(n) = ρ(n − m) holds for N > 1 only when the L_k commute: that is the checker's
 // to decide, so non-commuting generators are accepted here and rejected by grape::check.
 #include <Eigen/Core>
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -96,6 +97,17 @@ class skew_generators {
     apply(c, x, y);
   }
   Eigen::MatrixXd generator(int axis) const { return L_[axis]; }
+  /// The largest ‖(L + Lᵀ)/2‖ over the axes: what apply leaves out of a generator that is not
+  /// skew; 0 when that is rounding only (a product B·J·Bᵀ is skew up to a few ulps of ‖L‖). The
+  /// checker's report notes it.
+  double symmetric_part() const {
+    double s = 0;
+    for (const auto& L : L_) {
+      const double part = (0.5 * (L + L.transpose())).norm();
+      if (part > 1e-12 * (1.0 + L.norm())) s = std::max(s, part);
+    }
+    return s;
+  }
 
  private:
   std::array<Eigen::MatrixXd, N> L_;
