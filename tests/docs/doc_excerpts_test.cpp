@@ -56,6 +56,10 @@ TEST(doc_excerpts, cpu_kernels_fused_call_is_from_the_kv_cache_example) {
   expect_excerpt_of("docs/cpu-kernels.md", "is a prefill and a decode step", "examples/kv_cache_decode.cpp");
 }
 
+TEST(doc_excerpts, attention_call_is_from_the_attention_example) {
+  expect_excerpt_of("docs/attention.md", "# Attention with the encoding inside", "examples/attention.cpp");
+}
+
 TEST(doc_excerpts, tutorial_kernel_call_is_from_the_tutorial) {
   expect_excerpt_of("docs/tutorial.md", "## 5. Run it in the kernels", "examples/tutorial.cpp");
 }

@@ -1,0 +1,86 @@
+// cpu::attention's argument checks and the parts that do not depend on the encoding.
+#include "cpu/attention.hpp"
+
+#include <fmt/format.h>
+
+namespace grape::cpu::detail {
+
+sequences sequences_of(const rotate_qk_args& a) {
+  sequences s;
+  if (a.batch < 1) throw input_error(fmt::format("batch must be >= 1 (got {})", a.batch));
+  for (std::int64_t b = 0; b < a.batch; ++b) {
+    const std::int64_t first = a.cu_seqlens ? a.cu_seqlens[b] : b * a.seq_len;
+    const std::int64_t len = a.cu_seqlens ? a.cu_seqlens[b + 1] - a.cu_seqlens[b] : a.seq_len;
+    if (a.cu_seqlens && (len < 0 || (b == 0 && first != 0)))
+      throw input_error("cu_seqlens must start at 0 and not decrease");
+    if (len < 0) throw input_error(fmt::format("seq_len must be >= 0 (got {})", a.seq_len));
+    s.first.push_back(first);
+    s.len.push_back(len);
+  }
+  s.total = a.cu_seqlens ? a.cu_seqlens[a.batch] : a.batch * a.seq_len;
+  return s;
+}
+
+void check_operand(const qk_tensor& t, const sequences& s, const rotate_qk_args& a, int dim, const char* name) {
+  if (t.in == nullptr) throw input_error(fmt::format("{}.in must not be null", name));
+  if (t.heads < 1) throw input_error(fmt::format("{}.heads must be >= 1 (got {})", name, t.heads));
+  if (t.token_stride < 0 || t.head_stride < 0 || t.batch_stride < 0)
+    throw input_error(fmt::format("{}: strides must be >= 0", name));
+  std::int64_t last = 0;  // one past the last element read
+  for (std::size_t b = 0; b < s.first.size(); ++b) {
+    if (s.len[b] == 0) continue;
+    const std::int64_t row = a.cu_seqlens ? (s.first[b] + s.len[b] - 1) * t.token_stride
+                                          : static_cast<std::int64_t>(b) * t.batch_stride + (s.len[b] - 1) * t.token_stride;
+    last = std::max(last, row + (t.heads - 1) * t.head_stride + dim);
+  }
+  if (last > t.size)
+    throw input_error(fmt::format("{}: the strides address {} elements but size is {}", name, last, t.size));
+}
+
+std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences& s) {
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(s.total));
+  for (std::size_t b = 0; b < s.first.size(); ++b)
+    for (std::int64_t i = 0; i < s.len[b]; ++i) {
+      const std::int64_t t = s.first[b] + i;
+      std::int64_t m = a.offsets ? a.offsets[b] + i : i;
+      if (a.position_ids)
+        m = a.position_type == index_type::i64 ? static_cast<const std::int64_t*>(a.position_ids)[t]
+                                               : static_cast<const std::int32_t*>(a.position_ids)[t];
+      if (m < 0 || m >= a.max_position)
+        throw input_error(fmt::format("position of token {} is {}: must lie in [0, max_position = {})", t, m, a.max_position));
+      pos[static_cast<std::size_t>(t)] = m;
+    }
+  return pos;
+}
+
+sequences check_attention(const attention_args& a, int head_dim, int v_dim) {
+  if (head_dim < 1 || v_dim < 1) throw input_error("head_dim and v_dim must be >= 1");
+  if (a.out == nullptr) throw input_error("out must not be null");
+  if (a.qk.qk_norm || a.qk.kv_cache || a.qk.cache) throw input_error("qk.qk_norm, qk.kv_cache and qk.cache must be null");
+  if (a.window < 0) throw input_error(fmt::format("window must be >= 0 (got {})", a.window));
+  if (!(a.scale >= 0) || !std::isfinite(a.scale)) throw input_error("scale must be finite and >= 0");
+  const sequences s = sequences_of(a.qk);
+  check_operand(a.qk.q, s, a.qk, head_dim, "q");
+  check_operand(a.qk.k, s, a.qk, head_dim, "k");
+  check_operand(a.v, s, a.qk, v_dim, "v");
+  if (a.qk.q.heads % a.qk.k.heads != 0 || a.qk.q.heads % a.v.heads != 0)
+    throw input_error(fmt::format("q.heads ({}) must be a multiple of k.heads ({}) and v.heads ({})", a.qk.q.heads,
+                                  a.qk.k.heads, a.v.heads));
+  (void)positions_of(a.qk, s);  // every position in range before anything runs
+  return s;
+}
+
+rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d) {
+  rotate_qk_args c = a;
+  c.type = dtype::f32;
+  const auto operand = [&](const qk_tensor& t, float* data, std::int64_t total) {
+    const std::int64_t token = t.heads * d;
+    return qk_tensor{data, data, t.heads, total * token, a.cu_seqlens ? 0 : a.seq_len * token, token, d};
+  };
+  const std::int64_t total = a.cu_seqlens ? a.cu_seqlens[a.batch] : a.batch * a.seq_len;
+  c.q = operand(a.q, q, total);
+  c.k = operand(a.k, k, total);
+  return c;
+}
+
+}  // namespace grape::cpu::detail

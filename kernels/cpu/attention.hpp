@@ -1,0 +1,175 @@
+#pragma once
+// Fused attention with the encoding inside, on the CPU:
+//
+//   O = softmax(scale·E_q(Q)·E_k(K)ᵀ + B + mask)·V        cpu::attention(E::make(params), args)
+//
+// computed flash-style (cpu/flash_loop.hpp): tiles of 64 queries and 64 keys, online softmax,
+// float32 accumulation, never a T×T buffer. The encoding is the instance: a rotation (RoPE and
+// every rotate_qk type, through cpu::rotate_qk on Q once and on K once), a lift (GRAPE-A, through
+// cpu::lift_qk: head_dim + 2 channels whose dot product carries the bias), a score bias (ALiBi,
+// T5, FoX, or a user's: bias(h, m, n) added per tile element) or a composition (RoPE + ALiBi).
+// Tokens, batches (padded or varlen cu_seqlens), positions (ids or offsets) and storage types are
+// rotate_qk's (args.qk); V has the tokens of K. GQA: Q heads are a multiple of K's and V's.
+// Memory beyond the output: float32 copies of Q, K and V (O(T·H·d)); the mask uses each token's
+// index in its sequence (causal: key index <= query index; window w: fewer than w apart), the
+// encoding its position. Bad arguments throw grape::input_error naming the argument, before any
+// write.
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/encode_qk.hpp"
+#include "cpu/flash_loop.hpp"
+#include "cpu/lift_qk.hpp"
+#include "cpu/rotate_qk.hpp"
+#include "grape/check/kernel_call.hpp"
+#include "grape/detail/error.hpp"
+
+namespace grape::cpu {
+
+struct attention_args {
+  rotate_qk_args qk;       // Q and K (read from .in; .out unused), tokens, positions, storage type
+  qk_tensor v;             // V (read from .in): the tokens of K, v.heads dividing Q's heads
+  int v_dim = 0;           // channels of V and of the output (0: the encoding's head_dim)
+  void* out = nullptr;     // [total_tokens, q_heads, v_dim], contiguous, in the storage type
+  float* lse = nullptr;    // [q_heads, total_tokens]: log-sum-exp of each row's logits, or null
+  bool causal = true;
+  std::int64_t window = 0; // > 0: sliding window of this many keys (both sides when not causal)
+  float scale = 0;         // 0: 1/sqrt(head_dim)
+};
+
+/// Attention with no encoding (the baseline the encodings are measured against).
+struct no_encoding {
+  int head_dim = 0;
+  int content_dim() const { return head_dim; }
+};
+
+namespace detail {
+
+/// The storage type of a dtype, for the conversions in and out of float32.
+template <class Body>
+void with_storage(dtype t, Body&& body) {
+  switch (t) {
+    case dtype::f32: return body.template operator()<float>();
+    case dtype::f16: return body.template operator()<Eigen::half>();
+    case dtype::bf16: return body.template operator()<Eigen::bfloat16>();
+  }
+}
+
+/// Sequences of a call: first token and length of each.
+struct sequences {
+  std::vector<std::int64_t> first, len;
+  std::int64_t total = 0;
+};
+sequences sequences_of(const rotate_qk_args& a);
+
+/// Checks an operand's strides against its size; throws naming `name`.
+void check_operand(const qk_tensor& t, const sequences& s, const rotate_qk_args& a, int dim, const char* name);
+
+/// Position of every token on axis 0 (ids, offsets or index), each checked in [0, max_position).
+std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences& s);
+
+/// Every argument check of cpu::attention that does not depend on the encoding.
+sequences check_attention(const attention_args& a, int head_dim, int v_dim);
+
+/// Operand t as float32 [total, heads, dim], times `scale`.
+template <class T>
+std::vector<float> gather(const qk_tensor& t, const rotate_qk_args& a, const sequences& s, int dim, float scale) {
+  std::vector<float> out(static_cast<std::size_t>(s.total * t.heads * dim));
+  const T* in = static_cast<const T*>(t.in);
+  for (std::size_t b = 0; b < s.first.size(); ++b)
+    for (std::int64_t i = 0; i < s.len[b]; ++i) {
+      const std::int64_t token = s.first[b] + i;
+      const std::int64_t row = a.cu_seqlens ? token * t.token_stride
+                                            : static_cast<std::int64_t>(b) * t.batch_stride + i * t.token_stride;
+      for (std::int64_t h = 0; h < t.heads; ++h)
+        for (int c = 0; c < dim; ++c)
+          out[static_cast<std::size_t>((token * t.heads + h) * dim + c)] = scale * static_cast<float>(in[row + h * t.head_stride + c]);
+    }
+  return out;
+}
+
+/// rotate_qk's arguments for float32 copies [total, heads, d] of Q and K, encoded in place.
+rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d);
+
+/// The flash loop over every sequence, then the output in the storage type.
+template <class Bias>
+void run_flash(const attention_args& a, const sequences& s, const std::vector<float>& q, const std::vector<float>& k,
+               std::int64_t k_heads, int qk_dim, const std::vector<float>& v, int v_dim, const Bias& bias) {
+  std::vector<float> out(static_cast<std::size_t>(s.total * a.qk.q.heads * v_dim));
+  for (std::size_t b = 0; b < s.first.size(); ++b) {
+    const std::int64_t f = s.first[b];
+    flash_sequence seq{q.data() + f * a.qk.q.heads * qk_dim, k.data() + f * k_heads * qk_dim,
+                       v.data() + f * a.v.heads * v_dim, out.data() + f * a.qk.q.heads * v_dim,
+                       a.lse, s.total, f, s.len[b], a.qk.q.heads, k_heads, a.v.heads, qk_dim, v_dim,
+                       a.causal, a.window};
+    flash_sequence_forward(seq, [&](std::int64_t h, std::int64_t i, std::int64_t j) { return bias(h, f + i, f + j); },
+                           a.qk.threads);
+  }
+  with_storage(a.qk.type, [&]<class T>() {
+    T* o = static_cast<T*>(a.out);
+    for (std::size_t i = 0; i < out.size(); ++i) o[i] = static_cast<T>(out[i]);
+  });
+}
+
+/// The bias object of an instance (a composed instance's bias part), or nothing.
+template <class I>
+const auto* bias_part(const I& inst) {
+  if constexpr (requires { inst.bias.bias.bias(0, std::array<std::int64_t, 1>{}, std::array<std::int64_t, 1>{}); })
+    return &inst.bias.bias;
+  else if constexpr (requires { inst.bias.bias(0, std::array<std::int64_t, 1>{}, std::array<std::int64_t, 1>{}); })
+    return &inst.bias;
+  else
+    return static_cast<const void*>(nullptr);
+}
+
+}  // namespace detail
+
+template <class Instance>
+void attention(const Instance& inst, const attention_args& a) {
+  const int d = inst.content_dim();
+  const int v_dim = a.v_dim > 0 ? a.v_dim : d;
+  const detail::sequences s = detail::check_attention(a, d, v_dim);
+  const float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<float> q, k, v;
+  detail::with_storage(a.qk.type, [&]<class T>() {
+    q = detail::gather<T>(a.qk.q, a.qk, s, d, scale);  // scaled before any encoding: a lift's bias stays unscaled
+    k = detail::gather<T>(a.qk.k, a.qk, s, d, 1.0f);
+    v = detail::gather<T>(a.v, a.qk, s, v_dim, 1.0f);
+  });
+  const auto* bias = detail::bias_part(inst);
+  constexpr bool has_bias = !std::is_same_v<decltype(bias), const void*>;
+  std::vector<std::int64_t> pos;
+  if constexpr (has_bias) {
+    if (a.qk.q.heads != bias->heads())
+      throw input_error("q.heads must equal the encoding's heads (" + std::to_string(bias->heads()) + ")");
+    pos = detail::positions_of(a.qk, s);
+  }
+  const auto add_bias = [&](std::int64_t h, std::int64_t i, std::int64_t j) -> float {
+    if constexpr (has_bias)
+      return static_cast<float>(bias->bias(static_cast<int>(h), std::array<std::int64_t, 1>{pos[i]},
+                                           std::array<std::int64_t, 1>{pos[j]}));
+    else
+      return 0.0f;
+  };
+  if constexpr (requires { inst.reps; }) {  // a lift: Q and K lifted per query head
+    rotate_qk_args lifted = detail::contiguous_f32(a.qk, q.data(), k.data(), d);
+    lifted.q.out = lifted.k.out = nullptr;
+    const std::int64_t heads = a.qk.q.heads, stride = heads * (d + 2);
+    std::vector<float> ql(static_cast<std::size_t>(s.total * stride)), kl(ql.size());
+    const std::int64_t batch_stride = a.qk.cu_seqlens ? 0 : a.qk.seq_len * stride;
+    const lifted_tensor lq{ql.data(), static_cast<std::int64_t>(ql.size()), batch_stride, stride, d + 2};
+    const lifted_tensor lk{kl.data(), static_cast<std::int64_t>(kl.size()), batch_stride, stride, d + 2};
+    lift_qk(inst, lifted, lq, lk);
+    detail::run_flash(a, s, ql, kl, heads, d + 2, v, v_dim, add_bias);
+  } else {
+    if constexpr (requires { rotation_part(inst).rep; })
+      rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, q.data(), k.data(), d));
+    detail::run_flash(a, s, q, k, a.qk.k.heads, d, v, v_dim, add_bias);
+  }
+}
+
+}  // namespace grape::cpu

@@ -1,0 +1,101 @@
+#pragma once
+// The flash-attention loop on float32 operands already encoded (rotated or lifted, Q pre-scaled):
+// tiles of queries and keys, online softmax, float32 accumulation, never a T×T buffer. A score
+// bias enters per tile through `bias(head, query_token, key_token)`, the mask through the
+// sequence indices (causal, sliding window).
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "cpu/launch.hpp"
+
+namespace grape::cpu::detail {
+
+/// One sequence's encoded operands, contiguous: Q [len, q_heads, qk_dim], K [len, k_heads, qk_dim]
+/// (K lifted per query head has q_heads heads), V [len, k_heads, v_dim]; out [len, q_heads, v_dim]
+/// in float32; lse [q_heads, lse_stride] at column `first` + query index.
+struct flash_sequence {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+  float* lse = nullptr;
+  std::int64_t lse_stride = 0, first = 0;
+  std::int64_t len = 0;
+  std::int64_t q_heads = 0, k_heads = 0, v_heads = 0;
+  int qk_dim = 0, v_dim = 0;
+  bool causal = true;
+  std::int64_t window = 0;  // > 0: key j is seen by query i only when i − j < window
+};
+
+inline constexpr std::int64_t flash_block = 64;
+
+/// Rows [i0, i1) of head h: the online softmax over every key block the mask lets in.
+template <class Bias>
+void flash_rows(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias) {
+  using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using stride_map = Eigen::Map<const mat, 0, Eigen::OuterStride<>>;
+  const std::int64_t rows = i1 - i0;
+  const std::int64_t kh = s.k_heads == s.q_heads ? h : h / (s.q_heads / s.k_heads);
+  const std::int64_t vh = h / (s.q_heads / s.v_heads);
+  const stride_map Q(s.q + (i0 * s.q_heads + h) * s.qk_dim, rows, s.qk_dim, Eigen::OuterStride<>(s.q_heads * s.qk_dim));
+  mat acc = mat::Zero(rows, s.v_dim), S(rows, flash_block);
+  std::vector<float> row_max(rows, -std::numeric_limits<float>::infinity()), row_sum(rows, 0.0f);
+  const std::int64_t j_end = s.causal ? i1 : s.len;
+  const std::int64_t j_begin = s.window > 0 ? std::max<std::int64_t>(0, i0 - s.window + 1) : 0;
+  for (std::int64_t j0 = j_begin - j_begin % flash_block; j0 < j_end; j0 += flash_block) {
+    const std::int64_t cols = std::min(flash_block, s.len - j0);
+    const stride_map K(s.k + (j0 * s.k_heads + kh) * s.qk_dim, cols, s.qk_dim, Eigen::OuterStride<>(s.k_heads * s.qk_dim));
+    const stride_map V(s.v + (j0 * s.v_heads + vh) * s.v_dim, cols, s.v_dim, Eigen::OuterStride<>(s.v_heads * s.v_dim));
+    S.leftCols(cols).noalias() = Q * K.transpose();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t i = i0 + r;
+      float block_max = -std::numeric_limits<float>::infinity();
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const std::int64_t j = j0 + c;
+        const bool seen = (!s.causal || j <= i) && (s.window <= 0 || i - j < s.window) && (s.causal || s.window <= 0 || j - i < s.window);
+        float x = seen ? S(r, c) + bias(h, i, j) : -std::numeric_limits<float>::infinity();
+        S(r, c) = x;
+        block_max = std::max(block_max, x);
+      }
+      const float new_max = std::max(row_max[r], block_max);
+      if (new_max == -std::numeric_limits<float>::infinity()) {  // nothing seen yet
+        for (std::int64_t c = 0; c < cols; ++c) S(r, c) = 0.0f;
+        continue;
+      }
+      const float rescale = std::exp(row_max[r] - new_max);
+      float sum = 0;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const float p = std::exp(S(r, c) - new_max);
+        S(r, c) = p;
+        sum += p;
+      }
+      row_sum[r] = row_sum[r] * rescale + sum;
+      acc.row(r) *= rescale;
+      row_max[r] = new_max;
+    }
+    acc.noalias() += S.leftCols(cols) * V;
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t i = i0 + r;
+    const float inv = row_sum[r] > 0 ? 1.0f / row_sum[r] : 0.0f;  // a row that sees nothing outputs 0
+    float* o = s.out + (i * s.q_heads + h) * s.v_dim;
+    for (int c = 0; c < s.v_dim; ++c) o[c] = acc(r, c) * inv;
+    if (s.lse) s.lse[h * s.lse_stride + s.first + i] = row_max[r] + std::log(row_sum[r]);
+  }
+}
+
+/// Every head and query block of one sequence, through the one CPU launcher.
+template <class Bias>
+void flash_sequence_forward(const flash_sequence& s, const Bias& bias, int threads) {
+  const std::int64_t blocks = (s.len + flash_block - 1) / flash_block;
+  launch_items(s.q_heads * blocks, 0, threads, [&](std::int64_t w, float*) {
+    const std::int64_t h = w / blocks, b = w % blocks;
+    flash_rows(s, h, b * flash_block, std::min(s.len, (b + 1) * flash_block), bias);
+  });
+}
+
+}  // namespace grape::cpu::detail
