@@ -21,18 +21,18 @@ struct wrong_key_turns : quaternion_turns {
 };
 
 int main() {
-  // 1. Check it: every claimed law, random content, positions and parameters.
+  // Check it: every claimed law, random content, positions and parameters.
   const auto good = grape::check<quaternion_rope<>>(grape::check_options{});
   std::printf("%s\n", good.table().c_str());
 
-  // 2. The broken key action: (ρ(m)x)ᵀ(ρ(−n)y) depends on m + n, not on n − m.
+  // The broken key action: (ρ(m)x)ᵀ(ρ(−n)y) depends on m + n, not on n − m.
   const auto broken = grape::check<quaternion_rope<wrong_key_turns>>(grape::check_options{});
   std::printf("%s\n", broken.table().c_str());
   const auto* relative = broken.find(grape::law::relative);
   const bool caught = !broken.passed() && relative && relative->status == grape::law_status::fails && relative->example;
   if (caught) std::printf("relative fails at %s\n\n", relative->example->positions.c_str());
 
-  // 3. Run it in the kernels: one head of Q and K at three positions, through the view.
+  // Run it in the kernels: one head of Q and K at three positions, through the view.
   const auto turns = quaternion_rope<>::make({8, 10000.0, 7});
   const std::vector<std::int64_t> position = {0, 5, 1000000};
   std::vector<float> q(3 * 8), k(3 * 8);

@@ -17,11 +17,11 @@ struct log_distance_flipped : log_distance {
 };
 
 int main() {
-  // 1. Check it: the group, translation invariance of the score, and agreement with the reference.
+  // Check it: the group, translation invariance of the score, and agreement with the reference.
   const auto good = grape::check<log_distance>(grape::check_options{});
   std::printf("%s\n", good.table().c_str());
 
-  // 2. The sign slip: invariant still, but reference_agreement fails with a counterexample.
+  // The sign slip: invariant still, but reference_agreement fails with a counterexample.
   const auto broken = grape::check<log_distance_flipped>(grape::check_options{});
   std::printf("%s\n", broken.table().c_str());
   const auto* invariance = broken.find(grape::law::score_invariance);
