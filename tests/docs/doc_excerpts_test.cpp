@@ -67,8 +67,9 @@ void expect_excerpt_of(const std::string& doc_path, const std::string& after,
 std::string source_named_above(const std::string& doc, std::size_t start) {
   std::size_t end = start;
   while (end > 0 && doc[end - 1] == '\n') --end;
-  const auto begin = doc.rfind('\n', end == 0 ? 0 : end - 1);
-  const std::string above = doc.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1));
+  const auto newline = doc.rfind('\n', end == 0 ? 0 : end - 1);
+  const std::size_t begin = newline == std::string::npos ? 0 : newline + 1;
+  const std::string above = doc.substr(begin, end - begin);
   std::string source;
   for (auto at = above.find('`'); at != std::string::npos;) {
     const auto close = above.find('`', at + 1);

@@ -8,7 +8,8 @@
 #include "grape/group/translation.hpp"
 #include "grape/inject/rotate_qk.hpp"
 #include "grape/rep/rotation_planes.hpp"
-struct bad : grape::encoding<grape::translation<1>, grape::rotation_planes<3>, grape::rotate_qk<grape::layout_kind::half_split>> {
+struct bad : grape::encoding<grape::translation<1>, grape::rotation_planes<3>,
+                             grape::rotate_qk<grape::layout_kind::half_split>> {
   static constexpr std::string_view name = "bad", summary = "planes of rank 3 on a line";
   static constexpr grape::law_set claims = grape::rotary_laws;
   struct params { int head_dim; };
