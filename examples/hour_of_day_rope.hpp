@@ -42,7 +42,7 @@ struct same_hour_a_day_later {
   }
 };
 
-// 1. The encoding: group x representation x injection, plus its claims and parameters.
+// The encoding: group x representation x injection, plus its claims and parameters.
 template <bool Periodic>
 struct hour_of_day_rope : grape::encoding<cyclic<24>, grape::rotation_planes<1>,
                                           grape::rotate_qk<grape::layout_kind::half_split>> {
@@ -50,8 +50,8 @@ struct hour_of_day_rope : grape::encoding<cyclic<24>, grape::rotation_planes<1>,
   static constexpr std::string_view summary = "RoPE on a 24-step cycle";
   static constexpr grape::law_set claims = grape::rotary_laws;
   using extra_laws = grape::law_list<same_hour_a_day_later>;  // claimed too
-  static constexpr std::int64_t position_limit = 24;
-  static constexpr std::string_view position_limit_reason = "a position is an hour of the day";
+  static constexpr std::int64_t position_limit = 24;  // the checker draws |position| < 24
+  static constexpr std::string_view position_limit_reason = "an hour is 0..23: a longer range only repeats it";
 
   struct params {
     int head_dim;

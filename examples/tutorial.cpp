@@ -12,16 +12,16 @@
 #include "hour_of_day_rope.hpp"
 
 int main() {
-  // 2. Check it: every claimed law, random content, positions and parameters.
+  // Check it: every claimed law, random content, positions and parameters.
   const auto good = grape::check<hour_of_day_rope<true>>(grape::check_options{});
   std::printf("%s\n", good.table().c_str());
 
-  // 3. The broken variant: ρ(23)·ρ(1) turns plane 1 by 24·θ, which is not a whole turn, while
+  // The broken variant: ρ(23)·ρ(1) turns plane 1 by 24·θ, which is not a whole turn, while
   // 23∘1 = 0 in the group. The homomorphism law fails with a shrunk counterexample.
   const auto broken = grape::check<hour_of_day_rope<false>>(grape::check_options{});
   std::printf("%s\n", broken.table().c_str());
 
-  // 4. Run it: the same rotate_qk call as RoPE's, with every option it takes (strides, GQA,
+  // Run it: the same rotate_qk call as RoPE's, with every option it takes (strides, GQA,
   // varlen, dtypes). Q at hour 23 with K at hour 1 scores as Q at hour 0 with K at hour 2.
   const auto hours = hour_of_day_rope<true>::make({8});
   const std::vector<std::int64_t> hour = {23, 1, 0, 2};  // one position per token

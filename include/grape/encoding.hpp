@@ -21,14 +21,28 @@
 
 namespace grape {
 
+namespace detail {
+/// The instance of an encoding whose static_asserts failed: built from anything, scores 0.
+struct ill_formed_instance {
+  template <class... A>
+  ill_formed_instance(A&&...) {}
+  int content_dim() const { return 0; }
+  int heads() const { return 1; }
+  template <class... A>
+  double score(A&&...) const { return 0; }
+};
+}  // namespace detail
+
 template <class G, class R, class I>
 struct encoding {
   static_assert(Group<G>,
                 "grape: the first argument of encoding<G, R, I> is not a Group: give it element, rank, "
                 "identity(), compose(a, b), inverse(a), coordinates(a), from_coordinates(c) and name()");
+  static constexpr bool ranks_agree = std::is_same_v<R, no_representation> || R::rank == G::rank;
+  // Spelled out rather than `ranks_agree`, so that the compiler's note prints both ranks.
   static_assert(std::is_same_v<R, no_representation> || R::rank == G::rank,
-                "grape: the representation's rank differs from the group's: a representation of "
-                "translation<N> must take N position coordinates (static constexpr int rank = N)");
+                "grape: the representation's rank (R::rank) differs from the group's (G::rank): a "
+                "representation of a rank-N group takes N position coordinates (static constexpr int rank = N)");
   static_assert(std::is_same_v<R, no_representation> || RepresentationOfRank<R, R::rank>,
                 "grape: the second argument of encoding<G, R, I> is not a RepresentationOf<R, G>: give it "
                 "rank, pairing, dim(), apply and apply_key for double and float, and generator(axis)");
@@ -38,9 +52,11 @@ struct encoding {
                 "`description` and `template <class R> using instance`");
 
   using group = G;
-  using representation = R;
+  // When the ranks differ, the static_assert above is the error: the representation and the
+  // instance become stand-ins that every later use accepts, so no cascade follows it.
+  using representation = std::conditional_t<ranks_agree, R, no_representation>;
   using injection = I;
-  using instance = typename I::template instance<R>;
+  using instance = std::conditional_t<ranks_agree, typename I::template instance<R>, detail::ill_formed_instance>;
   /// The documented position range: every coordinate |m| < position_limit. The checker draws a
   /// fixed share of its positions log-uniformly up to it, so a defect that appears only past 2^20
   /// or 2^24 (a float32 position, an int32 product, a table read past its end) fails by default.
