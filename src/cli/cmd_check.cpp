@@ -5,6 +5,7 @@
 
 #include "cli/command_registry.hpp"
 #include "grape/check/builtin_checks.hpp"
+#include "grape/check/report_json.hpp"
 
 namespace {
 
@@ -18,7 +19,7 @@ struct check_cli_options {
 void run_check(const check_cli_options& o) {
   if (o.trials < 1) throw grape::input_error(fmt::format("--trials: must be >= 1 (got {})", o.trials));
   const auto report = grape::check_builtin(o.name, {o.trials, o.seed});
-  if (o.json) fmt::print("{}\n", report.to_json().dump(2));
+  if (o.json) fmt::print("{}\n", nlohmann::json(report).dump(2));
   else fmt::print("{}", report.table());
   grape::cli::exit_code() = report.passed() ? 0 : 1;
 }

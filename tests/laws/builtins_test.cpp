@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grape/check/builtin_checks.hpp"
+#include "grape/check/report_json.hpp"
 
 namespace grape {
 namespace {
@@ -79,7 +80,7 @@ TEST(Builtins, ReportsThePositionRangeItDrewFrom) {
   EXPECT_EQ(check<learned_absolute>(check_options{2, 1}).positions, "0..1023");
   const auto table = check<alibi>(check_options{2, 1}).table();
   EXPECT_NE(table.find("positions -1048575..1048575"), std::string::npos) << table;
-  EXPECT_EQ(check<alibi>(check_options{2, 1}).to_json().at("positions"), "-1048575..1048575");
+  EXPECT_EQ(nlohmann::json(check<alibi>(check_options{2, 1})).at("positions"), "-1048575..1048575");
 }
 
 TEST(Builtins, UnknownNameIsAnInputError) {
