@@ -131,6 +131,25 @@ TEST(Apply, Float16InputGivesFloat16Output) {
   expect_close(y, reference(xr, tf::rope_default(10000.0, 8), 8, false, 1.0), 3e-3);
 }
 
+TEST(Apply, Float64InputIsRotatedInFloat32) {
+  // NumPy's default dtype: the values before rounding to float32, which input() holds.
+  const scratch s;
+  write_text(s / "c.json", R"({"hidden_size": 32, "num_attention_heads": 4, "max_position_embeddings": 4096})");
+  write_inputs(s, false);
+  ASSERT_EQ(run_grape(apply_args(s, "c.json")).code, 0);
+  const auto from_float32 = output_f32(s);
+  std::vector<double> x(tokens * heads * head_dim);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * i + 0.1) * 1.5;
+  ASSERT_NE(static_cast<double>(static_cast<float>(x[1])), x[1]);  // the rounding is real
+  write_npy(s / "x.npy", "<f8", {tokens, heads, head_dim}, x.data(), x.size() * 8);
+  const auto r = run_grape(apply_args(s, "c.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("float64 input rotated in float32"), std::string::npos) << r.err;
+  const auto y = output_f32(s);  // a float32 file, the same shape
+  EXPECT_EQ(y, from_float32);
+  expect_close(y, reference(input(), tf::rope_default(10000.0, 8), 8, false, 1.0), 2e-5);
+}
+
 TEST(Apply, LongRopeChoosesFactorsByLongestPosition) {
   // head_dim 8: four factors per list. Positions reach 12345 > 2048, so the long list is used
   // unless --seq-len says the sequence is short.

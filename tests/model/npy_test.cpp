@@ -69,7 +69,7 @@ TEST(Npy, HeaderSpellings) {
 TEST(Npy, RoundTripsEveryDtypeThroughAFile) {
   const auto dir = std::filesystem::temp_directory_path() / ("grape_npy_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  for (auto t : {npy_dtype::f32, npy_dtype::f16, npy_dtype::i32, npy_dtype::i64}) {
+  for (auto t : {npy_dtype::f32, npy_dtype::f16, npy_dtype::f64, npy_dtype::i32, npy_dtype::i64}) {
     npy_array a;
     a.dtype = t;
     a.shape = {3, 1, 2};
@@ -101,7 +101,7 @@ TEST(Npy, MalformedFilesNameTheFile) {
       {handmade(4, ok_dict, floats({1, 2})), "version 4"},
       {handmade(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", floats({1, 2})), "fortran_order"},
       {handmade(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", floats({1, 2})), "dtype"},
-      {handmade(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", floats({1, 2})), "dtype"},
+      {handmade(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", floats({1, 2})), "dtype"},
       {handmade(1, "{'descr': '<f4', 'shape': (2,), }", floats({1, 2})), "header"},
       {handmade(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", floats({1, 2})), "header"},
       {handmade(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,", floats({1, 2})), "header"},
