@@ -1,17 +1,17 @@
 #pragma once
 // The one CPU launcher: an OpenMP loop over work items (tokens, bias rows, embedding rows), each
 // calling the item's operator() with per-thread float scratch. The CUDA backend reuses the items.
-#include <omp.h>
-
 #include <cstdint>
 #include <vector>
+
+#include "cpu/threads.hpp"
 
 namespace grape::cpu::detail {
 
 template <class Item>
 void launch_items(std::int64_t count, int scratch_floats, int threads, const Item& item) {
   if (count <= 0) return;
-  const int n = threads > 0 ? threads : omp_get_max_threads();
+  [[maybe_unused]] const int n = threads > 0 ? threads : max_threads();  // unused without OpenMP
   // A handful of items costs less than waking the thread team.
 #pragma omp parallel num_threads(n) if (count >= 16)
   {

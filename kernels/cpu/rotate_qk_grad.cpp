@@ -2,14 +2,13 @@
 //   dL/dθ_i = Σ_{tokens, heads} m_i · (g1·y0 − g0·y1),   g = dL/dy, m_i the plane's position.
 // Run-time shapes only (a training-time kernel, not the hot path); accumulated in double per
 // thread, then summed.
-#include <omp.h>
-
 #include <Eigen/Core>
 #include <vector>
 
 #include "cpu/rotate_qk.hpp"
 #include "cpu/rotate_qk_item.hpp"
 #include "cpu/rotate_qk_plan.hpp"
+#include "cpu/threads.hpp"
 #include "grape/detail/error.hpp"
 
 namespace grape::cpu {
@@ -19,11 +18,11 @@ template <class Storage>
 void accumulate(const detail::rotate_plan& p, const void* grad_q, const void* grad_k,
                 double* out) {
   const int half = p.rotary_dim / 2;
-  const int n = p.threads > 0 ? p.threads : omp_get_max_threads();
+  const int n = p.threads > 0 ? p.threads : detail::max_threads();
   std::vector<double> partial(static_cast<std::size_t>(n) * half, 0.0);
 #pragma omp parallel num_threads(n)
   {
-    double* acc = partial.data() + static_cast<std::size_t>(omp_get_thread_num()) * half;
+    double* acc = partial.data() + static_cast<std::size_t>(detail::thread_index()) * half;
     std::vector<float> table(static_cast<std::size_t>(p.rotary_dim));
     std::vector<double> pos(static_cast<std::size_t>(half));
 #pragma omp for schedule(static)

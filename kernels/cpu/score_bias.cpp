@@ -1,13 +1,12 @@
 // Score-bias tiles: validation and launch (bodies in score_bias_items.hpp).
 #include "cpu/score_bias.hpp"
 
-#include <omp.h>
-
 #include <cmath>
 #include <string>
 
 #include "cpu/launch.hpp"
 #include "cpu/score_bias_items.hpp"
+#include "cpu/threads.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/math/bias.hpp"
 
@@ -50,7 +49,7 @@ void alibi_slope_grad(const bias_tile& shape, const float* grad_tile, double* gr
   const detail::tile_shape t = checked(shape, false);
   if (grad_slopes == nullptr && t.heads > 0) throw input_error("grad_slopes is null");
   if (grad_tile == nullptr && t.heads * t.q_len * t.k_len > 0) throw input_error("grad_tile is null");
-  const int threads = shape.threads > 0 ? shape.threads : omp_get_max_threads();
+  [[maybe_unused]] const int threads = shape.threads > 0 ? shape.threads : detail::max_threads();
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t h = 0; h < t.heads; ++h) {
     double sum = 0;

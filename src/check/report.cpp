@@ -1,8 +1,7 @@
-// Rendering a check report as a table and as JSON.
+// Rendering a check report as a table (as JSON: grape/check/report_json.hpp).
 #include "grape/check/report.hpp"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 namespace grape {
 
@@ -46,38 +45,6 @@ std::string check_report::table() const {
          "   counterexample prints the two sides of the law where they differ most)\n";
   out += passed() ? "result: every claimed law holds\n" : "result: a claimed law FAILS\n";
   return out;
-}
-
-nlohmann::json check_report::to_json() const {
-  nlohmann::json j;
-  j["encoding"] = encoding;
-  j["summary"] = summary;
-  j["parameters"] = parameters;
-  j["positions"] = positions;
-  j["position_note"] = position_note;
-  j["reference"] = reference;
-  j["notes"] = notes;
-  j["max_position"] = options.max_position;
-  j["seed"] = options.seed;
-  j["trials"] = options.trials;
-  j["passed"] = passed();
-  j["laws"] = nlohmann::json::array();
-  for (const auto& l : laws) {
-    nlohmann::json r;
-    r["law"] = l.name;
-    r["formula"] = l.formula;
-    r["claimed"] = l.claimed;
-    r["holds"] = l.status == law_status::holds;
-    r["trials"] = l.trials;
-    r["tolerance"] = l.tolerance;
-    if (l.example) {
-      const auto& e = *l.example;
-      r["counterexample"] = {{"positions", e.positions}, {"lhs", e.lhs}, {"rhs", e.rhs}, {"error", e.error},
-                             {"tolerance", e.tolerance}, {"what", e.what}};
-    }
-    j["laws"].push_back(r);
-  }
-  return j;
 }
 
 }  // namespace grape

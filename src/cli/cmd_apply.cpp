@@ -1,7 +1,7 @@
 // grape apply --config C --input X.npy --positions P.npy --output Y.npy [--seq-len N]:
-// rotates X [tokens, heads, head_dim] (float32 or float16; float64, NumPy's default, is rounded to
-// float32 once and the output is float32, as stderr says) with the CPU kernel. Channels past
-// rotary_dim pass through. The output is written to a temp file and renamed: no partial output.
+// rotates X [tokens, heads, head_dim] (float32 or float16; float64, NumPy's default, is rounded
+// to float32) with the CPU kernel. Channels past rotary_dim pass through. The output is written to
+// a temp file and renamed: no partial output.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -26,22 +26,6 @@ struct apply_options {
   std::string precision = "float64";
 };
 
-/// float64 elements rounded to float32: the kernels compute in float32, so nothing is lost that
-/// the rotation would keep.
-io::npy_array to_float32(const io::npy_array& x) {
-  io::npy_array y;
-  y.dtype = io::npy_dtype::f32;
-  y.shape = x.shape;
-  y.data.resize(static_cast<std::size_t>(x.size()) * sizeof(float));
-  for (std::int64_t i = 0; i < x.size(); ++i) {
-    double v;
-    std::memcpy(&v, x.data.data() + i * sizeof(double), sizeof(double));
-    const float f = static_cast<float>(v);
-    std::memcpy(y.data.data() + i * sizeof(float), &f, sizeof(float));
-  }
-  return y;
-}
-
 std::vector<std::int64_t> read_positions(const std::string& path, std::int64_t tokens) {
   const io::npy_array p = io::read_npy(path);
   if (p.shape.size() != 1 || p.shape[0] != tokens)
@@ -59,6 +43,22 @@ std::vector<std::int64_t> read_positions(const std::string& path, std::int64_t t
   return out;
 }
 
+// The kernel stores float32 or float16 and computes in float32: float64 input is rounded to float32
+// and the output is float32 (float64 output would claim digits the kernel does not compute).
+io::npy_array rounded_to_float32(const io::npy_array& x) {
+  io::npy_array y;
+  y.dtype = io::npy_dtype::f32;
+  y.shape = x.shape;
+  y.data.resize(static_cast<std::size_t>(x.size()) * sizeof(float));
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    double v;
+    std::memcpy(&v, x.data.data() + i * sizeof(double), sizeof v);
+    const auto f = static_cast<float>(v);
+    std::memcpy(y.data.data() + i * sizeof(float), &f, sizeof f);
+  }
+  return y;
+}
+
 void run(const apply_options& o) {
   const frequency_precision precision = parse_precision(o.precision);
   const model::model_description m = model::load_model_config(o.config);
@@ -68,10 +68,8 @@ void run(const apply_options& o) {
         o.config, to_string(m.kind), m.model_type.empty() ? "no model_type" : m.model_type));
 
   io::npy_array x = io::read_npy(o.input);
-  if (x.dtype == io::npy_dtype::f64) {
-    x = to_float32(x);
-    fmt::print(stderr, "grape: {}: float64 input rounded to float32; the output is float32\n", o.input);
-  }
+  const bool from_float64 = x.dtype == io::npy_dtype::f64;
+  if (from_float64) x = rounded_to_float32(x);
   if (x.dtype != io::npy_dtype::f32 && x.dtype != io::npy_dtype::f16)
     throw input_error(fmt::format("{}: input must be float32, float16 or float64 (got {})", o.input,
                                   io::dtype_descr(x.dtype)));
@@ -100,15 +98,20 @@ void run(const apply_options& o) {
     cpu::apply_rotary(spec, x.dtype == io::npy_dtype::f32 ? cpu::dtype::f32 : cpu::dtype::f16,
                       x.data.data(), y.data.data(), tokens, heads, pos.data());
   write_file_atomically(o.output, io::serialize_npy(y));
+  if (from_float64)
+    fmt::print(stderr, "grape: {}: float64 input rotated in float32; {} is float32\n", o.input, o.output);
 }
 
 const registrar reg{"apply", [](CLI::App& app) {
   auto opts = std::make_shared<apply_options>();
   auto* cmd = app.add_subcommand("apply", "Rotate a [tokens, heads, head_dim] .npy with a model's RoPE");
   cmd->add_option("--config", opts->config, "config.json of a rotary model")->required();
-  cmd->add_option("--input", opts->input, "float32/float16 .npy, [tokens, heads, head_dim] (float64 is rounded to float32)")->required();
+  cmd->add_option("--input", opts->input,
+                  "float32/float16 .npy, [tokens, heads, head_dim]; float64 is rounded to float32")
+      ->required();
   cmd->add_option("--positions", opts->positions, "int32/int64 .npy, [tokens]")->required();
-  cmd->add_option("--output", opts->output, "output .npy (same shape; same dtype, float32 for float64 input)")->required();
+  cmd->add_option("--output", opts->output, "output .npy (same shape; same dtype, float32 for float64 input)")
+      ->required();
   cmd->add_option("--seq-len", opts->seq_len,
                   "current sequence length for dynamic NTK / LongRoPE; default max(position) + 1");
   cmd->add_option("--precision", opts->precision, "frequency table: float64 or float32_reference")

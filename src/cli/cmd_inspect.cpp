@@ -8,6 +8,7 @@
 
 #include "cli/command_registry.hpp"
 #include "cli/model_util.hpp"
+#include "grape/check/report_json.hpp"
 #include "grape/check/rotary.hpp"
 #include "grape/math/bias.hpp"
 #include "model/model_json.hpp"
@@ -149,7 +150,7 @@ void run(const inspect_options& o) {
     co.seed = o.seed;
     report = check_rotary(e.spec, co);
     laws_ok = report->passed();
-    j["laws"] = report->to_json();
+    j["laws"] = *report;
   } else {
     j["laws"] = nullptr;
   }

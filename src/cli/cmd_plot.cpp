@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -107,12 +108,13 @@ void bands(const evaluated_model& e, const fs::path& dir, std::string& script) {
   const std::int64_t orig = s.original_max_position_embeddings > 0 ? s.original_max_position_embeddings
                                                                    : e.desc.max_position_embeddings;
   const std::string d = quoted(dir / "bands.dat");
+  // The planes exactly: autoscaling would round 63 up to the next tick, 70.
+  const std::size_t last_plane = std::max<std::size_t>(t.inv_freq.size(), 2) - 1;
   script += fmt::format(
       "set title \"{}: wavelength per plane, schedule {}\" noenhanced\n"
       "set xlabel 'plane i'\nset ylabel 'wavelength 2{{/Symbol p}}/{{/Symbol q}}_i (tokens)'\n"
-      "set logscale y\nset key left top\n"
-      "set xrange [-0.5:{}]\n",  // the planes exactly: autoscale would round 63 up to 70
-      e.label, to_string(s.type), static_cast<double>(t.inv_freq.size()) - 0.5);
+      "set xrange [0:{}]\nset logscale y\nset key left top\n",
+      e.label, to_string(s.type), last_plane);
   std::string lines;
   if (orig > 0) {
     script += fmt::format("set arrow from graph 0, first {0} to graph 1, first {0} nohead dt 2 lc rgb 'black'\n"
@@ -145,8 +147,11 @@ void decay(const evaluated_model& e, const fs::path& dir, std::string& script) {
                                 ? m.rotary.schedule.original_max_position_embeddings
                                 : 0;
   auto f = fmt::output_file((dir / "decay.dat").string());
-  // rmargin: the last tick label is centred on the right edge of the plot and would be clipped.
-  script += "set logscale x\nset xlabel 'relative distance (tokens)'\nset rmargin 6\n";
+  // The distances drawn, exactly (not rounded up to the next decade), and room on the right for
+  // the last tick label, which gnuplot centres on its tick and would otherwise clip.
+  script += fmt::format("set logscale x\nset xrange [1:{}]\nset rmargin 6\n"
+                        "set xlabel 'relative distance (tokens)'\n",
+                        std::max<std::int64_t>(span, 2));
   if (orig > 0)
     script += fmt::format("set arrow from first {0}, graph 0 to first {0}, graph 1 nohead dt 2\n"
                           "set label 'original context {0}' at first {0}, graph 0.95 right offset -0.5,0\n",

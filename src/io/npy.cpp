@@ -93,9 +93,9 @@ class header_parser {
 npy_dtype dtype_of(const std::string& descr, const std::string& file) {
   if (descr == "<f4") return npy_dtype::f32;
   if (descr == "<f2") return npy_dtype::f16;
+  if (descr == "<f8") return npy_dtype::f64;
   if (descr == "<i4") return npy_dtype::i32;
   if (descr == "<i8") return npy_dtype::i64;
-  if (descr == "<f8") return npy_dtype::f64;
   std::string shown;
   for (char c : descr.substr(0, 16)) shown += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
   throw input_error(fmt::format("{}: unsupported .npy dtype '{}' (supported: <f4, <f2, <f8, <i4, <i8)",
@@ -114,9 +114,9 @@ std::size_t dtype_size(npy_dtype t) {
   switch (t) {
     case npy_dtype::f32: return 4;
     case npy_dtype::f16: return 2;
+    case npy_dtype::f64: return 8;
     case npy_dtype::i32: return 4;
     case npy_dtype::i64: return 8;
-    case npy_dtype::f64: return 8;
   }
   return 0;
 }
@@ -125,9 +125,9 @@ std::string_view dtype_descr(npy_dtype t) {
   switch (t) {
     case npy_dtype::f32: return "<f4";
     case npy_dtype::f16: return "<f2";
+    case npy_dtype::f64: return "<f8";
     case npy_dtype::i32: return "<i4";
     case npy_dtype::i64: return "<i8";
-    case npy_dtype::f64: return "<f8";
   }
   return "?";
 }

@@ -85,19 +85,6 @@ TEST(Apply, PartialHalfSplitLinearMatchesFloat64) {
     for (int c = 4; c < 8; ++c) EXPECT_EQ(y[row * 8 + c], x[row * 8 + c]);
 }
 
-TEST(Apply, Float64InputIsRoundedToFloat32AndSaysSo) {
-  const scratch s;
-  write_text(s / "c.json", R"({"model_type": "gptj", "n_embd": 32, "n_head": 4, "rotary_dim": 6, "n_positions": 2048})");
-  write_inputs(s, false);
-  const auto x32 = input();
-  const std::vector<double> x64(x32.begin(), x32.end());  // NumPy's default dtype
-  write_npy(s / "x.npy", "<f8", {tokens, heads, head_dim}, x64.data(), x64.size() * 8);
-  const auto r = run_grape(apply_args(s, "c.json"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("float64 input rounded to float32; the output is float32"), std::string::npos) << r.err;
-  expect_close(output_f32(s), reference(input(), tf::rope_default(10000.0, 6), 6, true, 1.0), 2e-5);
-}
-
 TEST(Apply, InterleavedGptJStyleMatchesFloat64) {
   const scratch s;
   write_text(s / "c.json", R"({"model_type": "gptj", "n_embd": 32, "n_head": 4, "rotary_dim": 6, "n_positions": 2048})");
@@ -142,6 +129,25 @@ TEST(Apply, Float16InputGivesFloat16Output) {
     y[i] = half_to_float(v);
   }
   expect_close(y, reference(xr, tf::rope_default(10000.0, 8), 8, false, 1.0), 3e-3);
+}
+
+TEST(Apply, Float64InputIsRotatedInFloat32) {
+  // NumPy's default dtype: the values before rounding to float32, which input() holds.
+  const scratch s;
+  write_text(s / "c.json", R"({"hidden_size": 32, "num_attention_heads": 4, "max_position_embeddings": 4096})");
+  write_inputs(s, false);
+  ASSERT_EQ(run_grape(apply_args(s, "c.json")).code, 0);
+  const auto from_float32 = output_f32(s);
+  std::vector<double> x(tokens * heads * head_dim);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * i + 0.1) * 1.5;
+  ASSERT_NE(static_cast<double>(static_cast<float>(x[1])), x[1]);  // the rounding is real
+  write_npy(s / "x.npy", "<f8", {tokens, heads, head_dim}, x.data(), x.size() * 8);
+  const auto r = run_grape(apply_args(s, "c.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("float64 input rotated in float32"), std::string::npos) << r.err;
+  const auto y = output_f32(s);  // a float32 file, the same shape
+  EXPECT_EQ(y, from_float32);
+  expect_close(y, reference(input(), tf::rope_default(10000.0, 8), 8, false, 1.0), 2e-5);
 }
 
 TEST(Apply, LongRopeChoosesFactorsByLongestPosition) {

@@ -1,11 +1,6 @@
 // grape plot, run as a process: each kind writes a picture; bad requests exit 2 with nothing left.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "cli_util.hpp"
 
 namespace {
@@ -14,6 +9,43 @@ using namespace grape::cli_test;
 
 bool is_png(const fs::path& p) { return slurp(p).rfind("\x89PNG", 0) == 0; }
 bool is_svg(const fs::path& p) { return slurp(p).find("<svg") != std::string::npos; }
+
+// A horizontal text of gnuplot's svg terminal: <g transform="translate(x,y)" ... text-anchor="a">
+// <text><tspan ...>label</tspan>...</text>.
+struct svg_text {
+  double x = 0;
+  std::string anchor, label;
+};
+
+std::vector<svg_text> texts_of(const std::string& svg) {
+  std::vector<svg_text> out;
+  const std::string open = "<g transform=\"translate(";
+  for (auto at = svg.find(open); at != std::string::npos; at = svg.find(open, at + 1)) {
+    const auto tag_end = svg.find('>', at);
+    const std::string tag = svg.substr(at, tag_end - at);
+    const auto text = svg.find_first_not_of(" \t\n", tag_end + 1);
+    if (tag.find("rotate") != std::string::npos || svg.compare(text, 6, "<text>") != 0) continue;  // vertical, or no text
+    svg_text t;
+    t.x = std::stod(tag.substr(open.size()));
+    const auto a = tag.find("text-anchor=\"");
+    if (a != std::string::npos) t.anchor = tag.substr(a + 13, tag.find('"', a + 13) - a - 13);
+    bool in_tag = false;
+    for (char c : svg.substr(text, svg.find("</text>", text) - text)) {
+      if (c == '<' || c == '>') in_tag = c == '<';
+      else if (!in_tag && c != ' ') t.label += c;
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+// The horizontal extent of a text, from a generous 0.7 em per character (12 px Arial averages ~0.55).
+std::pair<double, double> extent(const svg_text& t) {
+  const double w = 0.7 * 12 * static_cast<double>(t.label.size());
+  if (t.anchor == "middle") return {t.x - w / 2, t.x + w / 2};
+  if (t.anchor == "end") return {t.x - w, t.x};
+  return {t.x, t.x + w};
+}
 
 TEST(Plot, EachKindWritesAPicture) {
   const scratch s;
@@ -31,35 +63,33 @@ TEST(Plot, EachKindWritesAPicture) {
   EXPECT_EQ(s.names(), (std::vector<std::string>{"a.svg", "b.svg", "d.png", "h.png"}));
 }
 
-/// The centred text labels of a gnuplot svg (tick labels on the x axis among them): x and text.
-std::vector<std::pair<double, std::string>> centred_labels(const std::string& svg) {
-  std::vector<std::pair<double, std::string>> out;
-  for (std::size_t at = svg.find("<g transform=\"translate("); at != std::string::npos;
-       at = svg.find("<g transform=\"translate(", at + 1)) {
-    const std::size_t tag_end = svg.find('>', at);
-    if (svg.substr(at, tag_end - at).find("text-anchor=\"middle\"") == std::string::npos) continue;
-    const std::size_t text = svg.find("<tspan", tag_end), open = svg.find('>', text), close = svg.find('<', open);
-    if (text == std::string::npos || svg.substr(tag_end, text - tag_end).find("<g") != std::string::npos) continue;
-    out.emplace_back(std::stod(svg.substr(at + 24)), svg.substr(open + 1, close - open - 1));
-  }
-  return out;
+TEST(Plot, BandsAxisEndsAtTheLastPlane) {
+  // head_dim 128: planes 0 .. 63; the x tick labels (centred integers) stop at 60, not 70.
+  const scratch s;
+  const auto r = run_grape("plot " + q(config_path("llama-3.1-8b")) + " --kind bands --out " + q(s / "b.svg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  int last_tick = -1;
+  for (const auto& t : texts_of(slurp(s / "b.svg")))
+    if (t.anchor == "middle" && !t.label.empty() && t.label.find_first_not_of("0123456789") == std::string::npos)
+      last_tick = std::max(last_tick, std::stoi(t.label));
+  EXPECT_EQ(last_tick, 60);
 }
 
-TEST(Plot, AxesEndAtTheDataAndLabelsStayInsideThePicture) {
+TEST(Plot, DecayTickLabelsLieInsideThePicture) {
   const scratch s;
-  auto r = run_grape("plot " + q(config_path("llama-3.1-8b")) + " --kind bands --out " + q(s / "b.svg"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  int last_tick = -1;  // llama-3.1-8b: 64 planes, 0..63
-  for (const auto& [x, label] : centred_labels(slurp(s / "b.svg")))
-    if (label.find_first_not_of(" 0123456789") == std::string::npos && label.find_first_of("0123456789") != std::string::npos)
-      last_tick = std::max(last_tick, std::stoi(label));
-  EXPECT_EQ(last_tick, 60);  // not 70: the axis ends at the last plane
-  r = run_grape("plot " + q(config_path("llama-3.1-8b")) + " --kind decay --out " + q(s / "d.svg"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto labels = centred_labels(slurp(s / "d.svg"));
-  ASSERT_FALSE(labels.empty());
-  for (const auto& [x, label] : labels)  // 900 px wide; Arial 12 is under 7 px a character
-    EXPECT_LT(x + 3.5 * static_cast<double>(label.size()), 900.0) << "'" << label << "' is clipped";
+  for (const char* model : {"llama-3.1-8b", "qwen2.5-7b-instruct-yarn", "mpt-7b"}) {
+    const auto r = run_grape("plot " + q(config_path(model)) + " --kind decay --out " + q(s / "d.svg"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto texts = texts_of(slurp(s / "d.svg"));
+    ASSERT_GT(texts.size(), 10u) << model;
+    for (const auto& t : texts) {
+      if (t.label.find_first_not_of("0123456789.-x") != std::string::npos) continue;  // tick labels only
+      const auto [left, right] = extent(t);
+      EXPECT_GE(left, 0) << model << ": " << t.label;
+      // The svg terminal's width, less an em: the PNG terminals' fonts run wider than the estimate.
+      EXPECT_LE(right, 900 - 12) << model << ": " << t.label;
+    }
+  }
 }
 
 TEST(Plot, BadRequestsExitTwoAndLeaveNothing) {

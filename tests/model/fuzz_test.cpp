@@ -96,7 +96,7 @@ RC_GTEST_PROP(Fuzz, ConfigParserThrowsOnlyInputError, ()) {
 
 RC_GTEST_PROP(Fuzz, NpyReaderThrowsOnlyInputError, ()) {
   grape::io::npy_array a;
-  a.dtype = *rc::gen::element(grape::io::npy_dtype::f32, grape::io::npy_dtype::f16,
+  a.dtype = *rc::gen::element(grape::io::npy_dtype::f32, grape::io::npy_dtype::f16, grape::io::npy_dtype::f64,
                               grape::io::npy_dtype::i32, grape::io::npy_dtype::i64);
   a.shape = {*rc::gen::inRange<std::int64_t>(0, 4), *rc::gen::inRange<std::int64_t>(0, 4)};
   a.data.resize(static_cast<std::size_t>(a.size()) * grape::io::dtype_size(a.dtype));

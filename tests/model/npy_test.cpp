@@ -69,7 +69,7 @@ TEST(Npy, HeaderSpellings) {
 TEST(Npy, RoundTripsEveryDtypeThroughAFile) {
   const auto dir = std::filesystem::temp_directory_path() / ("grape_npy_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  for (auto t : {npy_dtype::f32, npy_dtype::f16, npy_dtype::i32, npy_dtype::i64}) {
+  for (auto t : {npy_dtype::f32, npy_dtype::f16, npy_dtype::f64, npy_dtype::i32, npy_dtype::i64}) {
     npy_array a;
     a.dtype = t;
     a.shape = {3, 1, 2};

@@ -2,7 +2,6 @@
 // What grape::check returns: one row per law, claimed or not, with the shrunk counterexample of
 // any law that does not hold.
 #include <cstdint>
-#include <nlohmann/json_fwd.hpp>  // to_json(): callers include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,8 +53,7 @@ struct check_report {
   bool passed() const;
   const law_result* find(law l) const;
   const law_result* find(std::string_view name) const;
-  std::string table() const;
-  nlohmann::json to_json() const;
+  std::string table() const;  // as JSON: grape/check/report_json.hpp
 };
 
 }  // namespace grape
