@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -16,7 +17,8 @@ struct run_result {
 };
 
 run_result run_grape(const std::string& args) {
-  const std::string err_file = std::string(GRAPE_BINARY_DIR) + "/check_command_test.err";
+  // One file per process: ctest runs each test of this program as its own process, in parallel.
+  const std::string err_file = std::string(GRAPE_BINARY_DIR) + "/check_command_test." + std::to_string(::getpid()) + ".err";
   const std::string cmd = std::string(GRAPE_BINARY_DIR) + "/bin/grape " + args + " 2>" + err_file;
   run_result r{0, "", ""};
   FILE* p = popen(cmd.c_str(), "r");
@@ -28,6 +30,7 @@ run_result run_grape(const std::string& args) {
     while (std::fgets(buf.data(), buf.size(), e)) r.err += buf.data();
     std::fclose(e);
   }
+  std::remove(err_file.c_str());
   return r;
 }
 
