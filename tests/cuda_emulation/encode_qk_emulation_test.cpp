@@ -19,6 +19,7 @@
 #include "../kernel_laws/random_call.hpp"
 #include "cpu/encode_qk.hpp"
 #include "cuda/encode_qk_thread.hpp"
+#include "grape/check/kernel_laws.hpp"
 #include "hour_of_day_rope.hpp"
 #include "cuda/host_storage.hpp"
 #include "relocated_view.hpp"
@@ -26,19 +27,7 @@
 namespace grape {
 namespace {
 
-/// Runs the CUDA body over grid = tokens, `block` threads per block; returns the error flag.
-template <class T, class View, layout_kind Q, layout_kind K>
-int emulate(const cpu::detail::rotate_plan& p, const View& view, std::int64_t max_position, int block) {
-  int flag = 0;
-  const cuda::view_shared_layout shared = cuda::shared_layout_of(view);
-  const cuda::encode_token_thread<T, View, Q, K> f{p, view, shared, max_position, &flag};
-  std::vector<float> smem(static_cast<std::size_t>(shared.floats(block)));
-  for (std::int64_t token = 0; token < p.total_tokens; ++token) {
-    for (int tid = 0; tid < block; ++tid) f.fill_table(token, tid, block, smem.data());
-    for (int tid = 0; tid < block; ++tid) f.rotate(token, tid, block, smem.data());
-  }
-  return flag;
-}
+using detail::emulate_view_body;  // the CUDA body over its grid (check/kernel_laws.hpp)
 
 template <class T>
 void emulation_matches_cpu(std::uint64_t seed, bool backward) {
@@ -60,7 +49,7 @@ void emulation_matches_cpu(std::uint64_t seed, bool backward) {
   cpu::detail::rotate_plan p = cpu::detail::make_instance_plan(shape_of(emulated.inst), emulated.args, &device).plan;
   p.sin_sign = backward ? -1.0f : 1.0f;
   const int block = std::array{1, 7, 32}[seed % 3];
-  const int flag = emulate<S, V, layouts::q, layouts::k>(p, view.view, emulated.args.max_position, block);
+  const int flag = emulate_view_body<S, V, layouts::q, layouts::k>(p, view.view, emulated.args.max_position, block);
   RC_ASSERT(flag == 0);
   // The same float32 arithmetic in the same order: equal up to one storage rounding.
   const double tol = storage_tolerance<S>() / 2;
@@ -111,7 +100,7 @@ TEST(CudaInstanceEmulation, BadPositionSetsTheFlagAndLeavesTheTokenUntouched) {
   const cpu::detail::device_indices device{2};
   const auto p = cpu::detail::make_instance_plan(shape_of(inst), args, &device).plan;
   const relocated_view view(inst.rep.view());
-  EXPECT_EQ((emulate<float, decltype(view.view), layout_kind::half_split, layout_kind::half_split>(p, view.view, 50, 7)), 1);
+  EXPECT_EQ((emulate_view_body<float, decltype(view.view), layout_kind::half_split, layout_kind::half_split>(p, view.view, 50, 7)), 1);
   for (int c = 0; c < d; ++c) {
     EXPECT_EQ(q[d + c], 1.0f);
     EXPECT_EQ(k[d + c], 1.0f);
