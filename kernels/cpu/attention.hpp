@@ -128,8 +128,20 @@ const auto* bias_part(const I& inst) {
 
 }  // namespace detail
 
+/// Instances cpu::attention applies inside the score: a rotation (or a composition with one), a
+/// lift, a score bias, or no_encoding. An add_embedding encoding acts on the input, before the
+/// projections, so it has no place here.
+template <class Instance>
+constexpr bool attention_takes =
+    std::is_same_v<Instance, no_encoding> || requires(const Instance& i) { i.reps; } ||
+    requires(const Instance& i) { rotation_part(i).rep; } ||
+    !std::is_same_v<decltype(detail::bias_part(std::declval<const Instance&>())), const void*>;
+
 template <class Instance>
 void attention(const Instance& inst, const attention_args& a) {
+  static_assert(attention_takes<Instance>,
+                "grape: cpu::attention takes a rotate_qk, lift_qk or score_bias encoding (or a composition); an "
+                "add_embedding encoding is added to the input before attention");
   const int d = inst.content_dim();
   const int v_dim = a.v_dim > 0 ? a.v_dim : d;
   const detail::sequences s = detail::check_attention(a, d, v_dim);

@@ -68,7 +68,14 @@ void add_sinusoidal(const embedding_rows& rows, double base) {
   if (!(base > 1.0) || !std::isfinite(base)) throw input_error("base must be a finite value > 1");
   // The sinusoid's θ_i are RoPE's, as exact turn fractions.
   const std::vector<math::phase_t> f = detail::turn_fractions_of(rope_inv_freq(rows.dim, base));
-  detail::launch_items(rows.tokens, 0, rows.threads, detail::sinusoidal_row{rows, f.data()});
+  add_sinusoidal_turns(rows, f.data());
+}
+
+void add_sinusoidal_turns(const embedding_rows& rows, const std::uint64_t* turn_fractions) {
+  check_rows(rows, std::numeric_limits<std::int64_t>::max());
+  if (rows.dim % 2 != 0) throw input_error("dim must be even for sinusoidal embeddings");
+  if (turn_fractions == nullptr) throw input_error("turn_fractions is null");
+  detail::launch_items(rows.tokens, 0, rows.threads, detail::sinusoidal_row{rows, turn_fractions});
 }
 
 void add_learned(const embedding_rows& rows, const float* table, std::int64_t table_rows) {

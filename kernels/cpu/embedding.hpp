@@ -19,6 +19,10 @@ struct embedding_rows {
 /// ω_i = base^(−2i/dim) (Vaswani et al., pairs interleaved). dim must be even.
 void add_sinusoidal(const embedding_rows& rows, double base = 10000.0);
 
+/// The same with ω_i given as dim / 2 exact turn fractions (math::turn_fraction_of: a fraction of
+/// a turn scaled by 2^64), as an encoding instance holds them (encode_embedding.hpp).
+void add_sinusoidal_turns(const embedding_rows& rows, const std::uint64_t* turn_fractions);
+
 /// x[t] += table[positions[t]], table [table_rows, dim] contiguous; positions < table_rows.
 void add_learned(const embedding_rows& rows, const float* table, std::int64_t table_rows);
 

@@ -16,8 +16,6 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(fmt::format("grape: {}: {}", what, cudaGetErrorString(e)));
 }
 
-bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
             std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream, float sin_sign) {
   detail::check_device_call(args, device_error_flag);
@@ -39,14 +37,7 @@ void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rot
   r.error_flag = device_error_flag;
   r.stream = stream;
 
-  const int width = 16 / (args.type == cpu::dtype::f32 ? 4 : 2);
-  bool vec = (spec.layout == layout_kind::half_split ? (spec.rotary_dim / 2) % width == 0 : spec.rotary_dim % (2 * width) == 0) &&
-             (spec.head_dim - spec.rotary_dim) % width == 0;
-  for (const auto* t : {&args.q, &args.k})
-    if (t->heads > 0)
-      vec = vec && aligned(t->in) && aligned(t->out) && t->token_stride % width == 0 && t->head_stride % width == 0 &&
-            t->batch_stride % width == 0;
-  r.vectorized = vec;
+  r.vectorized = detail::chunks_fit(spec, args);
   switch (args.type) {
     case cpu::dtype::f32: return detail::launch_f32(r);
     case cpu::dtype::f16: return detail::launch_f16(r);

@@ -22,6 +22,21 @@ struct launch_request {
 /// device_rotary), the CPU-only fused extras, a null error flag.
 void check_device_call(const cpu::rotate_qk_args& args, const int* device_error_flag);
 
+/// Whether the call may move 16-byte chunks: the rotated and copied widths divide into chunks and
+/// every pointer and stride of Q and K is 16-byte aligned (else one element per chunk).
+inline bool chunks_fit(const rotary_spec& spec, const cpu::rotate_qk_args& args) {
+  const int width = 16 / (args.type == cpu::dtype::f32 ? 4 : 2);
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  bool fit = (spec.layout == layout_kind::half_split ? (spec.rotary_dim / 2) % width == 0
+                                                     : spec.rotary_dim % (2 * width) == 0) &&
+             (spec.head_dim - spec.rotary_dim) % width == 0;
+  for (const auto* t : {&args.q, &args.k})
+    if (t->heads > 0)
+      fit = fit && aligned(t->in) && aligned(t->out) && t->token_stride % width == 0 && t->head_stride % width == 0 &&
+            t->batch_stride % width == 0;
+  return fit;
+}
+
 void launch_f32(const launch_request& r);
 void launch_f16(const launch_request& r);
 void launch_bf16(const launch_request& r);

@@ -19,7 +19,7 @@
 #include "../kernel_laws/random_call.hpp"
 #include "cpu/encode_qk.hpp"
 #include "cuda/encode_qk_thread.hpp"
-#include "grape/check/kernel_laws.hpp"
+#include "grape/check/device_emulation.hpp"
 #include "hour_of_day_rope.hpp"
 #include "cuda/host_storage.hpp"
 #include "relocated_view.hpp"
@@ -27,7 +27,7 @@
 namespace grape {
 namespace {
 
-using detail::emulate_view_body;  // the CUDA body over its grid (check/kernel_laws.hpp)
+using detail::emulate_view_body;  // the CUDA body over its grid (check/device_emulation.hpp)
 
 template <class T>
 void emulation_matches_cpu(std::uint64_t seed, bool backward) {

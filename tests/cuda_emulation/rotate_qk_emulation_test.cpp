@@ -12,26 +12,12 @@
 
 #include "cpu/rotate_qk.hpp"
 #include "cpu/rotate_qk_plan.hpp"
-#include "cuda/rotate_qk_thread.hpp"
 #include "cuda/host_storage.hpp"
+#include "grape/check/device_emulation.hpp"
 #include "grape/rep/rotation_planes.hpp"
 
 namespace grape {
 namespace {
-
-/// Runs the kernel body over grid = tokens, block = `block` threads, like two_phase_kernel.
-template <class T, int V, layout_kind L>
-int emulate(const cpu::detail::rotate_plan& p, std::int64_t tokens, int block, std::int64_t cache_rows = 0) {
-  const cuda::unit_counts units{p.rotary_dim / (2 * V), (p.head_dim - p.rotary_dim) / V};
-  int flag = 0;
-  const cuda::rotate_token_thread<T, V, L> f{p, units, std::int64_t{1} << 40, cache_rows, &flag};
-  std::vector<float> shared(p.rotary_dim);
-  for (std::int64_t token = 0; token < tokens; ++token) {
-    for (int tid = 0; tid < block; ++tid) f.fill_table(token, tid, block, shared.data());
-    for (int tid = 0; tid < block; ++tid) f.rotate(token, tid, block, shared.data());
-  }
-  return flag;
-}
 
 struct scenario {
   int head_dim, rotary_dim, q_heads, k_heads;
@@ -43,7 +29,6 @@ struct scenario {
 
 template <class T>
 void run_scenario(const scenario& s, std::uint64_t seed, int block) {
-  constexpr int V = 16 / static_cast<int>(sizeof(T));
   std::mt19937_64 rng(seed);
   rotary_spec spec;
   spec.head_dim = s.head_dim;
@@ -108,12 +93,7 @@ void run_scenario(const scenario& s, std::uint64_t seed, int block) {
   auto owned = cpu::detail::make_rotate_plan(spec, gpu_args, &device);
   if (s.backward) owned.plan.sin_sign = -1.0f;  // as grape::cuda::rotate_qk_backward sets it
   const std::int64_t rows = s.cached ? max_position : 0;
-  const bool vec = (s.interleaved ? s.rotary_dim % (2 * V) == 0 : (s.rotary_dim / 2) % V == 0) &&
-                   (s.head_dim - s.rotary_dim) % V == 0;
-  const int flag = vec ? (s.interleaved ? emulate<T, V, layout_kind::interleaved>(owned.plan, tokens, block, rows)
-                                        : emulate<T, V, layout_kind::half_split>(owned.plan, tokens, block, rows))
-                       : (s.interleaved ? emulate<T, 1, layout_kind::interleaved>(owned.plan, tokens, block, rows)
-                                        : emulate<T, 1, layout_kind::half_split>(owned.plan, tokens, block, rows));
+  const int flag = detail::emulate_rotary_call<T>(owned.plan, spec, gpu_args, block, rows);
   RC_ASSERT(flag == 0);
   const double tol = std::is_same_v<T, float> ? 2e-6 : std::is_same_v<T, Eigen::half> ? 2e-3 : 1.6e-2;
   for (std::size_t i = 0; i < q_cpu.size(); ++i)
@@ -166,7 +146,7 @@ TEST(CudaEmulation, PositionOutsideTheLimitSetsTheFlagAndLeavesTheTokenUntouched
   p.position_ids = positions.data();
   const auto turns = cpu::detail::turn_fractions_of(spec.inv_freq);
   p.turn_fractions = turns.data();
-  EXPECT_EQ((emulate<float, 4, layout_kind::half_split>(p, 1, 32)), 1);
+  EXPECT_EQ((detail::emulate_rotary_body<float, 4, layout_kind::half_split>(p, 32, std::int64_t{1} << 40)), 1);
   for (float v : q) EXPECT_EQ(v, 1.0f);
 }
 

@@ -375,6 +375,12 @@ TEST(Mutants, KernelTableDiffersFromTheRepresentation) {
     EXPECT_GT(r->example->error, r->example->tolerance);
     EXPECT_NE(r->example->what.find("vs float64 encode"), std::string::npos) << r->example->what;
   }
+  // The fused attention rotates through the same table: its output is not the encoding's, yet
+  // still relative (the stale table is RoPE with another base).
+  const auto* fused = report.find(std::string_view("attention_kernel"));
+  ASSERT_NE(fused, nullptr) << report.table();
+  EXPECT_EQ(fused->status, law_status::fails) << report.table();
+  EXPECT_EQ(report.find(std::string_view("attention_shift"))->status, law_status::holds) << report.table();
 }
 
 // 15. ALiBi with the sign of the bias flipped (a reward for distance): every law of its own holds,
@@ -405,6 +411,34 @@ TEST(Mutants, WrongSignBiasCaughtOnlyByAReference) {
   EXPECT_TRUE(alone.passed()) << alone.table();  // nothing to compare with: the gap is shown
   EXPECT_EQ(alone.reference.rfind("none", 0), 0u) << alone.reference;
   EXPECT_NE(alone.table().find("reference: none"), std::string::npos) << alone.table();
+}
+
+// 16. ALiBi whose bias converts positions to float32 before taking the distance (as a bias kernel
+// that holds positions in float does): exact below 2^24, a staircase past it. The fused attention
+// kernel shows it on its own output: moving every position by the same t changes the result.
+struct float_position_alibi_bias : alibi_bias {
+  double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
+    const double d = static_cast<double>(static_cast<float>(m[0])) - static_cast<double>(static_cast<float>(n[0]));
+    return -slopes[h] * std::abs(d);
+  }
+};
+struct float32_alibi_positions : encoding<translation<1>, no_representation, score_bias<float_position_alibi_bias>> {
+  static constexpr std::string_view name = "float32_alibi_positions";
+  static constexpr std::string_view summary = "ALiBi with positions rounded to float32";
+  static constexpr law_set claims = law::group | law::score_invariance;
+  using params = alibi::params;
+  static params random_params(std::mt19937_64& rng) { return alibi::random_params(rng); }
+  static instance make(const params& p) { return {{alibi::make(p).bias}, p.head_dim}; }
+};
+TEST(Mutants, AlibiPositionsInFloat32ChangeTheFusedAttentionOutput) {
+  const auto report = check<float32_alibi_positions>(check_options{});
+  const auto* r = report.find(std::string_view("attention_shift"));
+  ASSERT_NE(r, nullptr) << report.table();
+  EXPECT_TRUE(r->claimed);
+  EXPECT_EQ(r->status, law_status::fails) << report.table();
+  ASSERT_TRUE(r->example.has_value());
+  EXPECT_GT(r->example->error, r->example->tolerance);
+  EXPECT_NE(r->example->positions.find("shifted by"), std::string::npos) << r->example->positions;
 }
 
 }  // namespace

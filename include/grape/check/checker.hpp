@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "grape/check/builtin_laws.hpp"
+#include "grape/check/attention_laws.hpp"
 #include "grape/check/kernel_laws.hpp"
 #include "grape/check/property.hpp"
 #include "grape/check/report.hpp"
@@ -46,7 +47,8 @@ constexpr law_list<A..., B...> join(law_list<A...>, law_list<B...>) {
 
 /// One tester's row, if it applies to E (`applies<E>`, when the tester says). A built-in tester
 /// names its law (`id`): E's claims say whether it must hold, and the seed offset is the law's.
-/// A kernel law or a law of one's own is claimed by running, and takes its seed offset from its name.
+/// A kernel law or a law of one's own is claimed by running (or as its `claimed<E>` says), and takes
+/// its seed offset from its name.
 template <class E, class L>
 void run_tester(const std::optional<typename E::params>& fixed, const check_options& options,
                 std::vector<law_result>& rows) {
@@ -63,6 +65,8 @@ void run_tester(const std::optional<typename E::params>& fixed, const check_opti
     const std::string tolerance(L::tolerance);
     if constexpr (builtin)
       rows.push_back(run_law(identity_of(L::id), E::claims.contains(L::id), options, tolerance, trial));
+    else if constexpr (requires { L::template claimed<E>; })
+      rows.push_back(run_law(identity_of(L::name, L::formula), L::template claimed<E>, options, tolerance, trial));
     else
       rows.push_back(run_law(identity_of(L::name, L::formula), /*claimed=*/true, options, tolerance, trial));
   }
@@ -139,7 +143,8 @@ check_report check(const std::optional<typename E::params>& fixed, const check_o
     report.position_note = fmt::format("narrowed by max_position from the encoding's {}", E::position_limit - 1);
   else if constexpr (requires { E::position_limit_reason; })
     report.position_note = std::string(E::position_limit_reason);
-  detail::run_laws<E>(detail::join(detail::join(detail::builtin_laws{}, detail::kernel_laws{}),
+  detail::run_laws<E>(detail::join(detail::join(detail::join(detail::builtin_laws{}, detail::kernel_laws{}),
+                                                detail::attention_laws{}),
                                    typename detail::extra_laws_of<E>::type{}),
                       fixed, options, report.laws);
   return report;

@@ -19,11 +19,12 @@
 #include <vector>
 
 #include "cpu/encode_bias.hpp"
+#include "cpu/encode_embedding.hpp"
 #include "cpu/encode_qk.hpp"
 #include "cpu/lift_qk.hpp"
-#include "cuda/encode_qk_thread.hpp"
 #include "cuda/host_storage.hpp"
 #include "grape/check/builtin_laws.hpp"
+#include "grape/check/device_emulation.hpp"
 #include "grape/check/kernel_call.hpp"
 #include "grape/check/report.hpp"
 #include "grape/check/trial.hpp"
@@ -103,27 +104,11 @@ struct cpu_kernel_law {
   }
 };
 
-/// The CUDA instance body (cuda/encode_qk_thread.hpp) run on the host over the grid it gets on the
-/// device: every block (token) and thread, both phases with the barrier between them. Rotation-plane
-/// instances run the chunked rotary_spec kernel on the device instead; its emulation is
-/// tests/cuda_emulation/rotate_qk_emulation_test.cpp.
-template <class T, class View, layout_kind Q, layout_kind K>
-int emulate_view_body(const cpu::detail::rotate_plan& p, const View& view, std::int64_t max_position, int block) {
-  int flag = 0;
-  const cuda::view_shared_layout shared = cuda::shared_layout_of(view);
-  const cuda::encode_token_thread<T, View, Q, K> f{p, view, shared, max_position, &flag};
-  std::vector<float> smem(static_cast<std::size_t>(shared.floats(block)));
-  for (std::int64_t token = 0; token < p.total_tokens; ++token) {
-    for (int tid = 0; tid < block; ++tid) f.fill_table(token, tid, block, smem.data());
-    for (int tid = 0; tid < block; ++tid) f.rotate(token, tid, block, smem.data());
-  }
-  return flag;
-}
-
 struct cuda_body_law {
   static constexpr std::string_view name = "cuda_body_emulated";
   static constexpr std::string_view formula =
-      "CUDA instance body, emulated over its grid (blocks 1/7/32) = float64 encode of every head";
+      "the CUDA kernel cuda::rotate_qk runs for this instance (chunked rotary body for rotation planes, else the "
+      "instance body), emulated over its grid (blocks 1/7/32) = float64 encode of every head";
   static constexpr std::string_view tolerance = storage_rule;
   template <class E>
   static constexpr bool applies = runs_rotate_kernels<E>;
@@ -134,16 +119,9 @@ struct cuda_body_law {
     const int block = std::array{1, 7, 32}[full_size(rc::gen::inRange(0, 3))];
     return for_drawn_storage([&]<class T>() -> std::optional<counterexample> {
       kernel_call<typename E::instance, T> call(t.rng, t.instance, positions);
-      const auto& rotation = rotation_part(call.inst);
-      using I = std::remove_cvref_t<decltype(rotation)>;
-      const cpu::detail::device_indices device{call.total};
-      cpu::detail::rotate_plan p = cpu::detail::make_instance_plan(shape_of(rotation), call.args, &device).plan;
-      p.sin_sign = 1.0f;
-      const auto view = rotation.rep.view();
-      const int flag = emulate_view_body<T, decltype(view), I::q_layout, I::k_layout>(p, view, call.args.max_position, block);
-      if (flag != 0)
-        return counterexample{fmt::format("block={}", block), 0, 1, 1, 0, "the body flagged a position in range"};
-      return call_verdict<T>(call, call.worst_vs_apply(call.q_out, call.k_out), "emulated CUDA body",
+      if (emulate_device_call<T>(call.inst, call.args, call.total, block) != 0)
+        return counterexample{fmt::format("block={}", block), 0, 1, 1, 0, "the kernel flagged a position in range"};
+      return call_verdict<T>(call, call.worst_vs_apply(call.q_out, call.k_out), "emulated CUDA kernel",
                              fmt::format(" block={}", block));
     });
   }
@@ -222,6 +200,9 @@ struct lift_kernel_law {
   }
 };
 
+/// The tolerance of one float32 result of a float64 value: a few roundings of its magnitude.
+inline double float32_result_tolerance(double want) { return 4 * eps32 * (1 + std::abs(want)); }
+
 /// E's instance has a score-bias tile kernel (cpu::bias_tile_of).
 template <class E>
 constexpr bool has_bias_tile =
@@ -254,16 +235,56 @@ struct bias_tile_law {
           const double want = bias.bias(static_cast<int>(h), std::array<std::int64_t, 1>{q_start + i},
                                         std::array<std::int64_t, 1>{k_start + j});
           if (same_score(got, want)) continue;
-          const double tol = 4 * eps32 * (1 + std::abs(want));
           if (auto c = judge(fmt::format("m=({}) n=({}) head={}", q_start + i, k_start + j, h), got, want,
-                             std::abs(got - want), tol, "tile[h, i, j] vs bias(h, m, n)"))
+                             std::abs(got - want), float32_result_tolerance(want), "tile[h, i, j] vs bias(h, m, n)"))
             return c;
         }
     return std::nullopt;
   }
 };
 
+/// E's instance adds an absolute embedding through a kernel (cpu::add_embedding_of).
+template <class E>
+constexpr bool has_embedding_kernel =
+    requires(const typename E::instance& i, const cpu::embedding_rows& rows) { cpu::add_embedding_of(i, rows); };
+
+struct embedding_kernel_law {
+  static constexpr std::string_view name = "embedding_kernel";
+  static constexpr std::string_view formula =
+      "cpu::add_embedding_of(instance, rows with gaps)[t] = x[t] + PE(m_t) in float64";
+  static constexpr std::string_view tolerance = "|error| <= 4 eps32 (1 + |x + PE(m)|) (the rows are float32)";
+  template <class E>
+  static constexpr bool applies = has_embedding_kernel<E>;
+
+  template <class E>
+  static std::optional<counterexample> trial(trial_inputs<E>& t) {
+    const auto& inst = t.instance;
+    const int dim = inst.content_dim();
+    const std::int64_t tokens = *rc::gen::inRange<std::int64_t>(1, 17);
+    const std::int64_t stride = dim + *rc::gen::inRange<std::int64_t>(0, 4);  // gaps the kernel must skip
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens));
+    for (auto& m : positions) m = std::min(std::abs(t.draw_position()), t.limit - 1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(static_cast<std::size_t>(tokens * stride));
+    for (auto& v : x) v = normal(t.rng);
+    const std::vector<float> before = x;
+    cpu::add_embedding_of(inst, cpu::embedding_rows{x.data(), tokens, dim, stride, positions.data(), 1});
+    std::vector<double> pe(static_cast<std::size_t>(dim));
+    for (std::int64_t tok = 0; tok < tokens; ++tok) {
+      inst.table.embed(std::array<std::int64_t, 1>{positions[tok]}, pe.data());
+      for (std::int64_t c = 0; c < stride; ++c) {
+        const std::size_t at = static_cast<std::size_t>(tok * stride + c);
+        const double got = x[at], want = c < dim ? before[at] + pe[c] : before[at];  // a gap stays as it was
+        if (auto e = judge(fmt::format("m=({}) token={} channel={} dim={} row_stride={}", positions[tok], tok, c, dim, stride),
+                           got, want, std::abs(got - want), float32_result_tolerance(want), "x[t, c] + PE(m)[c] vs float64"))
+          return e;
+      }
+    }
+    return std::nullopt;
+  }
+};
+
 /// The kernel laws in report order, after the built-in laws.
-using kernel_laws = law_list<cpu_kernel_law, cuda_body_law, lift_kernel_law, bias_tile_law>;
+using kernel_laws = law_list<cpu_kernel_law, cuda_body_law, lift_kernel_law, bias_tile_law, embedding_kernel_law>;
 
 }  // namespace grape::detail

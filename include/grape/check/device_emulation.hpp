@@ -1,0 +1,83 @@
+#pragma once
+// The CUDA kernels run on the host: the per-thread bodies (kernels/cuda) over the grid they get on
+// the device — every block (token) and thread index, both phases with the barrier between them —
+// on the plan the CUDA host makes (no reads of index arrays). `emulate_device_call` takes the
+// path cuda::rotate_qk(device_encoding, ...) takes for the same instance and call: the chunked
+// rotary kernel for rotation planes (kernel_traits::plane_spec), 16-byte chunks where the host
+// would vectorize, otherwise the instance body over the representation's view.
+#include <cstdint>
+#include <vector>
+
+#include "cpu/rotate_qk_plan.hpp"
+#include "cuda/encode_qk_thread.hpp"
+#include "cuda/rotate_qk_request.hpp"
+#include "cuda/rotate_qk_thread.hpp"
+#include "grape/check/kernel_call.hpp"
+#include "grape/view/kernel_traits.hpp"
+
+namespace grape::detail {
+
+/// The instance body (cuda/encode_qk_thread.hpp) over tokens × `block` threads; the error flag.
+template <class T, class View, layout_kind Q, layout_kind K>
+int emulate_view_body(const cpu::detail::rotate_plan& p, const View& view, std::int64_t max_position, int block) {
+  int flag = 0;
+  const cuda::view_shared_layout shared = cuda::shared_layout_of(view);
+  const cuda::encode_token_thread<T, View, Q, K> f{p, view, shared, max_position, &flag};
+  std::vector<float> smem(static_cast<std::size_t>(shared.floats(block)));
+  for (std::int64_t token = 0; token < p.total_tokens; ++token) {
+    for (int tid = 0; tid < block; ++tid) f.fill_table(token, tid, block, smem.data());
+    for (int tid = 0; tid < block; ++tid) f.rotate(token, tid, block, smem.data());
+  }
+  return flag;
+}
+
+/// The chunked rotary kernel body (cuda/rotate_qk_thread.hpp) with V elements per chunk over
+/// tokens × `block` threads; cache_rows as the device's cache (0 without one). The error flag.
+template <class T, int V, layout_kind L>
+int emulate_rotary_body(const cpu::detail::rotate_plan& p, int block, std::int64_t max_position,
+                        std::int64_t cache_rows = 0) {
+  const cuda::unit_counts units{p.rotary_dim / (2 * V), (p.head_dim - p.rotary_dim) / V};
+  int flag = 0;
+  const cuda::rotate_token_thread<T, V, L> f{p, units, max_position, cache_rows, &flag};
+  std::vector<float> shared(static_cast<std::size_t>(p.rotary_dim));
+  for (std::int64_t token = 0; token < p.total_tokens; ++token) {
+    for (int tid = 0; tid < block; ++tid) f.fill_table(token, tid, block, shared.data());
+    for (int tid = 0; tid < block; ++tid) f.rotate(token, tid, block, shared.data());
+  }
+  return flag;
+}
+
+/// The chunked kernel with the chunk width the host picks for this call (launch_typed).
+template <class T>
+int emulate_rotary_call(const cpu::detail::rotate_plan& p, const rotary_spec& spec, const cpu::rotate_qk_args& args,
+                        int block, std::int64_t cache_rows = 0) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  const bool half = spec.layout == layout_kind::half_split;
+  if (cuda::detail::chunks_fit(spec, args))
+    return half ? emulate_rotary_body<T, V, layout_kind::half_split>(p, block, args.max_position, cache_rows)
+                : emulate_rotary_body<T, V, layout_kind::interleaved>(p, block, args.max_position, cache_rows);
+  return half ? emulate_rotary_body<T, 1, layout_kind::half_split>(p, block, args.max_position, cache_rows)
+              : emulate_rotary_body<T, 1, layout_kind::interleaved>(p, block, args.max_position, cache_rows);
+}
+
+/// What the device computes for cuda::rotate_qk(device_encoding(inst), args) (forward, or the
+/// backward with sin_sign −1), run on the host; args' pointers are host memory. The error flag.
+template <class T, class I>
+int emulate_device_call(const I& inst, const cpu::rotate_qk_args& args, std::int64_t total_tokens, int block,
+                        bool backward = false) {
+  const auto& rotation = rotation_part(inst);
+  using R = std::remove_cvref_t<decltype(rotation)>;
+  const cpu::detail::device_indices device{total_tokens};
+  if (const auto spec = kernel_traits<decltype(rotation.rep)>::plane_spec(rotation)) {
+    cpu::detail::owned_plan o = cpu::detail::make_rotate_plan(*spec, args, &device);
+    o.plan.sin_sign = backward ? -1.0f : 1.0f;
+    return emulate_rotary_call<T>(o.plan, *spec, args, block);
+  }
+  cpu::detail::owned_plan o = cpu::detail::make_instance_plan(shape_of(rotation), args, &device);
+  o.plan.sin_sign = backward ? -1.0f : 1.0f;
+  const auto view = rotation.rep.view();
+  return emulate_view_body<T, decltype(view), layouts_of<R>::q, layouts_of<R>::k>(o.plan, view, args.max_position,
+                                                                                  block);
+}
+
+}  // namespace grape::detail
