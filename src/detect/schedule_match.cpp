@@ -49,8 +49,10 @@ double sigma_of(const detection& d, const rope_schedule& s, std::int64_t seq_len
 double rounded_value(const detection& d, rope_schedule s, double rope_schedule::*field, std::int64_t seq_len) {
   const double v = s.*field;
   for (int digits = 1; digits <= 15; ++digits) {
-    const double scale = std::pow(10.0, digits - 1 - std::floor(std::log10(std::abs(v))));
-    s.*field = std::round(v * scale) / scale;
+    // 10^k is exact for |k| <= 22, so divide or multiply by it rather than by its inverse.
+    const int k = static_cast<int>(std::floor(std::log10(std::abs(v)))) - digits + 1;
+    const double p = std::pow(10.0, std::abs(k));
+    s.*field = k >= 0 ? std::round(v / p) * p : std::round(v * p) / p;
     if (sigma_of(d, s, seq_len) <= 1) return s.*field;
   }
   return v;
@@ -58,11 +60,10 @@ double rounded_value(const detection& d, rope_schedule s, double rope_schedule::
 
 }  // namespace
 
-std::optional<rope_schedule> fit_field(const detection& d, rope_schedule s, double rope_schedule::*field, double lo,
-                                       double hi, std::int64_t seq_len) {
+rope_schedule best_field(const detection& d, rope_schedule s, double rope_schedule::*field, double lo, double hi,
+                         std::int64_t seq_len, int grid = 200) {
   // A log-grid scan finds the basin (the table is not smooth across YaRN/llama3 band edges), then a
   // golden-section search in log space narrows it.
-  constexpr int grid = 200;
   const double llo = std::log(lo), lhi = std::log(hi);
   double best_x = llo, best = INFINITY;
   for (int i = 0; i <= grid; ++i) {
@@ -83,6 +84,12 @@ std::optional<rope_schedule> fit_field(const detection& d, rope_schedule s, doub
     else a = c1, c1 = c2, f1 = f2, c2 = a + g * (b - a), f2 = f(c2);
   }
   s.*field = std::exp((a + b) / 2);
+  return s;
+}
+
+std::optional<rope_schedule> fit_field(const detection& d, rope_schedule s, double rope_schedule::*field, double lo,
+                                       double hi, std::int64_t seq_len) {
+  s = best_field(d, s, field, lo, hi, seq_len);
   if (sigma_of(d, s, seq_len) > 1) return std::nullopt;
   s.*field = rounded_value(d, s, field, seq_len);
   return s;
@@ -138,11 +145,17 @@ std::optional<schedule_match> banded(const detection& d, rope_type type, std::in
       s.original_max_position_embeddings = l;
       s.max_position_embeddings = l;
       if (type == rope_type::llama3) std::tie(s.low_freq_factor, s.high_freq_factor) = llama_bands[band];
-      auto fit = fit_field(d, s, &rope_schedule::base, b0 / 1.5, b0 * 1.5, seq_len);
-      if (!fit) continue;
-      fit = fit_field(d, *fit, &rope_schedule::factor, f0 / 1.5, f0 * 1.5, seq_len);
-      if (!fit) continue;
-      if (auto m = matched(d, *fit, seq_len)) return m;
+      // Base and factor by turns (the base sets the kept planes, the factor the others), then each
+      // rounded to the shortest decimal that still matches.
+      s = best_field(d, s, &rope_schedule::base, b0 / 1.5, b0 * 1.5, seq_len, 40);
+      for (int round = 0; round < 3; ++round) {
+        s = best_field(d, s, &rope_schedule::factor, s.factor / 1.05, s.factor * 1.05, seq_len, 8);
+        s = best_field(d, s, &rope_schedule::base, s.base / 1.01, s.base * 1.01, seq_len, 8);
+      }
+      if (sigma_of(d, s, seq_len) > 1) continue;
+      s.base = rounded_value(d, s, &rope_schedule::base, seq_len);
+      s.factor = rounded_value(d, s, &rope_schedule::factor, seq_len);
+      if (auto m = matched(d, s, seq_len)) return m;
     }
   return std::nullopt;
 }
