@@ -85,7 +85,9 @@ void run(const detect_options& o) {
     std::cout << detect::report_text(d);
     if (m) {
       std::cout << fmt::format("compared with {}: {}\n", o.config,
-                               findings.empty() ? "no difference" : fmt::format("{} differences", findings.size()));
+                               findings.empty() ? "no difference"
+                                               : fmt::format("{} difference{}", findings.size(),
+                                                             findings.size() == 1 ? "" : "s"));
       if (d.found)
         for (const auto& f : findings) std::cout << f.text << "\n";
     }
