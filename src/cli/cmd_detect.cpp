@@ -68,8 +68,7 @@ void run(const detect_options& o) {
       throw input_error(fmt::format("{}: {} model: detect compares rotary encodings only", o.config, to_string(m->kind)));
   }
   detect::detect_input in;
-  double input_roundoff = 0;
-  in.before = read_tensor(o.input, &input_roundoff);
+  in.before = read_tensor(o.input, &in.input_roundoff);
   in.after = read_tensor(o.output, &in.output_roundoff);
   if (!o.positions.empty()) in.positions = read_positions(o.positions, in.before.tokens);
   const detect::detection d = detect::detect(in);

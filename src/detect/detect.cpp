@@ -50,19 +50,19 @@ struct view {
   }
 };
 
-// Channels whose values are unchanged up to the output's rounding.
-std::vector<int> passthrough_channels(const detect_input& in, double tol2) {
+// Channels copied unchanged: every element equal, or within the output type's rounding when the
+// output is stored coarser than the input. (A rotation by a tiny angle changes some element by
+// more, except where the output type cannot show it at all.)
+std::vector<int> passthrough_channels(const detect_input& in) {
   const view x{in.before}, y{in.after};
+  const double tol = in.output_roundoff > in.input_roundoff ? in.output_roundoff : 0.0;
   std::vector<int> out;
   for (int c = 0; c < in.before.head_dim; ++c) {
-    double diff = 0, norm = 0;
-    for (std::int64_t t = 0; t < in.before.tokens; ++t)
-      for (std::int64_t h = 0; h < in.before.heads; ++h) {
-        const double a = x.at(t, h, c), b = y.at(t, h, c);
-        diff += (b - a) * (b - a);
-        norm += a * a;
-      }
-    if (diff <= tol2 * norm) out.push_back(c);
+    bool same = true;
+    for (std::int64_t t = 0; t < in.before.tokens && same; ++t)
+      for (std::int64_t h = 0; h < in.before.heads && same; ++h)
+        same = std::abs(y.at(t, h, c) - x.at(t, h, c)) <= tol * std::abs(x.at(t, h, c));
+    if (same) out.push_back(c);
   }
   return out;
 }
@@ -90,7 +90,7 @@ std::vector<double> pair_residuals(const detect_input& in, const std::vector<int
     for (std::size_t a = 0; a < n; ++a)
       for (std::size_t b = a + 1; b < n; ++b) {
         const double re = m[a * n + a] + m[b * n + b], im = m[b * n + a] - m[a * n + b];
-        abs_s[a * n + b] += std::hypot(re, im);
+        abs_s[a * n + b] += std::sqrt(re * re + im * im);  // no overflow at these magnitudes; hypot is slower
         xn_sum[a * n + b] += xn[a] + xn[b];
         yn_sum[a * n + b] += yn[a] + yn[b];
       }
@@ -164,7 +164,7 @@ detection detect(const detect_input& in) {
   const double u = std::max(in.output_roundoff, 0x1p-24);
   d.noise_floor = 16 * u;
 
-  d.passthrough = passthrough_channels(in, (16 * u) * (16 * u));
+  d.passthrough = passthrough_channels(in);
   std::vector<int> rotated;
   for (int c = 0; c < d.head_dim; ++c)
     if (!std::binary_search(d.passthrough.begin(), d.passthrough.end(), c)) rotated.push_back(c);
@@ -172,29 +172,51 @@ detection detect(const detect_input& in) {
   if (rotated.size() % 2 != 0)
     return not_found(d, fmt::format("{} channels change, an odd number, so they cannot form planes", rotated.size()));
 
-  // Pairing: each channel's best partner must choose it back, and the plane model must hold.
+  // Pairing. Candidates: half-split and interleaved over the changed channels, and the matching in
+  // which each channel's best partner chooses it back (any fixed permutation). A candidate holds
+  // when every one of its planes fits; a standard layout that holds is preferred, since planes that
+  // barely turn (slow planes in a coarse output type) cannot pick their partner by themselves.
   const std::size_t n = rotated.size();
   const std::vector<double> r = pair_residuals(in, rotated);
   const double accept = std::max((64 * u) * (64 * u), 1e-6);
-  std::vector<int> partner(n, -1);
+  std::vector<int> mutual(n, -1);
   d.pairing_margin = INFINITY;
   for (std::size_t a = 0; a < n; ++a) {
     double best = INFINITY, second = INFINITY;
     for (std::size_t b = 0; b < n; ++b) {
       if (b == a) continue;
-      if (r[a * n + b] < best) second = best, best = r[a * n + b], partner[a] = static_cast<int>(b);
+      if (r[a * n + b] < best) second = best, best = r[a * n + b], mutual[a] = static_cast<int>(b);
       else second = std::min(second, r[a * n + b]);
     }
-    d.pairing_residual = std::max(d.pairing_residual, best);
     d.pairing_margin = std::min(d.pairing_margin, second / std::max(best, 1e-300));
   }
-  for (std::size_t a = 0; a < n; ++a)
-    if (partner[partner[a]] != static_cast<int>(a))
-      return not_found(d, fmt::format("channel {} has no channel it pairs with both ways", rotated[a]));
-  if (d.pairing_residual > accept)
+  bool chosen_back = true;
+  for (std::size_t a = 0; a < n; ++a) chosen_back = chosen_back && mutual[mutual[a]] == static_cast<int>(a);
+  if (!chosen_back) mutual.clear();
+  std::vector<int> half(n), inter(n);
+  for (std::size_t a = 0; a < n; ++a) {
+    half[a] = static_cast<int>(a < n / 2 ? a + n / 2 : a - n / 2);
+    inter[a] = static_cast<int>(a ^ 1u);
+  }
+  auto worst = [&](const std::vector<int>& m) {
+    double w = 0;
+    for (std::size_t a = 0; a < n; ++a) w = std::max(w, r[a * n + m[a]]);
+    return w;
+  };
+  std::vector<int> partner;
+  double chosen = INFINITY;
+  for (const auto* m : {&half, &inter, &mutual})
+    if (!m->empty() && worst(*m) <= accept && (partner.empty() || (m != &mutual && worst(*m) < chosen)))
+      partner = *m, chosen = worst(*m);
+  if (partner.empty()) {
+    double best_seen = INFINITY;
+    for (const auto* m : {&half, &inter, &mutual})
+      if (!m->empty()) best_seen = std::min(best_seen, worst(*m));
     return not_found(d, fmt::format("no pairing of the {} changed channels turns as planes (worst plane residual "
                                     "{:.3g}, at most {:.3g} for a rotation)",
-                                    n, d.pairing_residual, accept));
+                                    n, best_seen, accept));
+  }
+  d.pairing_residual = chosen;
 
   std::vector<std::int64_t> pos(static_cast<std::size_t>(in.before.tokens));
   d.positions_given = in.positions.has_value();

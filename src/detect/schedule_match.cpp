@@ -79,7 +79,7 @@ rope_schedule best_field(const detection& d, rope_schedule s, double rope_schedu
     return chi2(d, s, seq_len);
   };
   double c1 = b - g * (b - a), c2 = a + g * (b - a), f1 = f(c1), f2 = f(c2);
-  for (int it = 0; it < 100 && b - a > 1e-15; ++it) {
+  for (int it = 0; it < 50 && b - a > 1e-12; ++it) {  // 0.618^50: 4e-11 of the bracket
     if (f1 < f2) b = c2, c2 = c1, f2 = f1, c1 = b - g * (b - a), f1 = f(c1);
     else a = c1, c1 = c2, f1 = f2, c2 = a + g * (b - a), f2 = f(c2);
   }

@@ -12,6 +12,8 @@
 #include <random>
 #include <set>
 
+#include <Eigen/Core>
+
 #include "cpu/rotate_qk.hpp"
 #include "grape/detect/detect.hpp"
 #include "model/model_config.hpp"
@@ -189,6 +191,60 @@ TEST(DetectFaults, EveryBundledRotaryConfigEveryFault) {
     }
   }
   EXPECT_GE(configs, 10);
+}
+
+// Half-precision storage: the kernel reads and writes float16 or bfloat16; detect is told the
+// output's roundoff, and must still name the layout, base and offset faults and nothing else.
+template <class Half>
+outcome run_half(const detect::expected_encoding& e, fault f, cpu::dtype type, double roundoff, std::mt19937_64& rng) {
+  const std::vector<std::int64_t> pos = test_positions(rng);
+  const std::vector<float> x32 = test_input(rng, e.head_dim);
+  std::vector<Half> x(x32.size()), y(x32.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = Half(x32[i]);
+  rope_schedule s = e.schedule;
+  if (f == fault::base) s.base *= 3;
+  std::vector<std::int64_t> applied = pos;
+  if (f == fault::offset_one)
+    for (auto& p : applied) p += 1;
+  const layout_kind layout = f != fault::layout ? e.layout
+                             : e.layout == layout_kind::half_split ? layout_kind::interleaved : layout_kind::half_split;
+  const rotary_spec spec = make_rotary_spec(evaluate(s, pos.back() + 1), e.head_dim, e.rotary_dim, layout);
+  cpu::apply_rotary(spec, type, x.data(), y.data(), tokens, heads, applied.data());
+  detect::detect_input in;
+  in.before = {tokens, heads, e.head_dim, {}};
+  in.after = in.before;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    in.before.values.push_back(static_cast<double>(static_cast<float>(x[i])));
+    in.after.values.push_back(static_cast<double>(static_cast<float>(y[i])));
+  }
+  in.positions = pos;
+  in.output_roundoff = in.input_roundoff = roundoff;
+  const detect::detection d = detect::detect(in);
+  outcome o;
+  o.found = d.found;
+  o.text = detect::report_text(d);
+  for (const auto& finding : detect::compare(d, in, e)) {
+    o.fields.insert(finding.field);
+    o.text += "  finding: " + finding.text + "\n";
+  }
+  return o;
+}
+
+TEST(DetectFaults, HalfPrecisionOutputs) {
+  std::mt19937_64 rng(16);
+  for (const char* name_ : {"llama-3.1-8b", "qwen2.5-7b-instruct-yarn", "gpt-j-6b"}) {
+    const auto m = model::load_model_config((fs::path(GRAPE_SOURCE_DIR) / "examples/configs" / name_ / "config.json").string());
+    const auto& r = m.rotary;
+    const detect::expected_encoding e{r.schedule, r.layout, r.head_dim, r.rotary_dim, m.max_position_embeddings};
+    for (fault f : {fault::none, fault::layout, fault::base, fault::offset_one}) {
+      const outcome h = run_half<Eigen::half>(e, f, cpu::dtype::f16, 0x1p-11, rng);
+      EXPECT_TRUE(h.found) << name_ << " f16 " << name(f) << "\n" << h.text;
+      EXPECT_EQ(h.fields, expected_fields(f)) << name_ << " f16 " << name(f) << "\n" << h.text;
+      const outcome b = run_half<Eigen::bfloat16>(e, f, cpu::dtype::bf16, 0x1p-8, rng);
+      EXPECT_TRUE(b.found) << name_ << " bf16 " << name(f) << "\n" << b.text;
+      EXPECT_EQ(b.fields, expected_fields(f)) << name_ << " bf16 " << name(f) << "\n" << b.text;
+    }
+  }
 }
 
 rope_schedule random_schedule(std::mt19937_64& rng) {

@@ -31,6 +31,7 @@ struct detect_input {
   /// Unit roundoff of the type `after` was stored in (2^-24 float32, 2^-11 float16, 2^-8 bfloat16):
   /// sets the noise floor below which differences are rounding.
   double output_roundoff = 0x1p-24;
+  double input_roundoff = 0x1p-24;  // of `before`'s type: a pass-through copy into a coarser type rounds
 };
 
 enum class layout_found { half_split, interleaved, permutation };
