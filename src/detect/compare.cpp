@@ -102,11 +102,41 @@ std::optional<finding> attention(const detection& d, const frequency_verdict& v,
   return finding{"attention_factor", text};
 }
 
+// An interleaved head whose last planes turn too little for the output type to show leaves
+// channels R..rotary_dim-1 unchanged, as if passed through. When the config's planes there turn
+// less than the rounding explains, the detection is extended with them: θ_j = 0 within
+// noise / (largest position), which is all the tensors say.
+detection with_invisible_planes(const detection& d, const detect_input& in, const expected_encoding& e) {
+  std::vector<int> rotated;
+  for (const auto& [a, b] : d.planes) rotated.push_back(a), rotated.push_back(b);
+  std::sort(rotated.begin(), rotated.end());
+  const int r = static_cast<int>(rotated.size());
+  if (r >= e.rotary_dim || d.layout == layout_found::permutation || rotated.back() != r - 1) return d;
+  std::int64_t pmax = in.before.tokens;
+  if (in.positions)
+    for (auto p : *in.positions) pmax = std::max(pmax, std::abs(p + d.offset));
+  rope_schedule s = e.schedule;
+  const auto t = table_of(s, pmax + 1);
+  if (!t) return d;
+  const double tol = d.noise_floor / static_cast<double>(pmax);
+  for (int j = r / 2; j < e.rotary_dim / 2; ++j)
+    if (t->inv_freq[j] > tol) return d;
+  detection x = d;
+  for (int j = r / 2; j < e.rotary_dim / 2; ++j) {
+    x.planes.push_back(d.layout == layout_found::interleaved ? std::pair{2 * j, 2 * j + 1} : std::pair{j, j + e.rotary_dim / 2});
+    x.theta.push_back(0.0);
+    x.theta_tolerance.push_back(tol);
+  }
+  x.rotary_dim = e.rotary_dim;
+  return x;
+}
+
 }  // namespace
 
-std::vector<finding> compare(const detection& d, const detect_input& in, const expected_encoding& e) {
+std::vector<finding> compare(const detection& found, const detect_input& in, const expected_encoding& e) {
   std::vector<finding> out;
-  if (!d.found) return {{"structure", d.reason}};
+  if (!found.found) return {{"structure", found.reason}};
+  const detection d = with_invisible_planes(found, in, e);
   std::vector<int> want_rotated(static_cast<std::size_t>(e.rotary_dim));
   for (int c = 0; c < e.rotary_dim; ++c) want_rotated[c] = c;
   std::vector<int> rotated;

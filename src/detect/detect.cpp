@@ -149,6 +149,55 @@ layout_found classify(const std::vector<std::pair<int, int>>& planes, const std:
   return layout_found::permutation;
 }
 
+struct pairing {
+  std::vector<int> partner;  // index into the channel list; empty: no candidate holds
+  double residual = INFINITY;  // the chosen candidate's worst plane, or the best seen
+  double margin = 0.0;         // smallest (next-best partner / best partner) residual ratio
+};
+
+// Candidates: half-split and interleaved over the channels, and (unless standard_only) the
+// matching in which each channel's best partner chooses it back (any fixed permutation). A
+// candidate holds when every one of its planes fits; a standard layout that holds is preferred,
+// since planes that barely turn (slow planes in a coarse output type) cannot pick their partner.
+pairing pair_channels(const detect_input& in, const std::vector<int>& ch, double accept, bool standard_only) {
+  const std::size_t n = ch.size();
+  const std::vector<double> r = pair_residuals(in, ch);
+  pairing out;
+  std::vector<int> mutual(n, -1);
+  out.margin = INFINITY;
+  for (std::size_t a = 0; a < n; ++a) {
+    double best = INFINITY, second = INFINITY;
+    for (std::size_t b = 0; b < n; ++b) {
+      if (b == a) continue;
+      if (r[a * n + b] < best) second = best, best = r[a * n + b], mutual[a] = static_cast<int>(b);
+      else second = std::min(second, r[a * n + b]);
+    }
+    out.margin = std::min(out.margin, second / std::max(best, 1e-300));
+  }
+  bool chosen_back = !standard_only;
+  for (std::size_t a = 0; a < n && chosen_back; ++a) chosen_back = mutual[mutual[a]] == static_cast<int>(a);
+  if (!chosen_back) mutual.clear();
+  std::vector<int> half(n), inter(n);
+  for (std::size_t a = 0; a < n; ++a) {
+    half[a] = static_cast<int>(a < n / 2 ? a + n / 2 : a - n / 2);
+    inter[a] = static_cast<int>(a ^ 1u);
+  }
+  auto worst = [&](const std::vector<int>& m) {
+    double w = 0;
+    for (std::size_t a = 0; a < n; ++a) w = std::max(w, r[a * n + m[a]]);
+    return w;
+  };
+  double seen = INFINITY;
+  for (const auto* m : {&half, &inter, &mutual}) {
+    if (m->empty()) continue;
+    const double w = worst(*m);
+    seen = std::min(seen, w);
+    if (w <= accept && (out.partner.empty() || (m != &mutual && w < out.residual))) out.partner = *m, out.residual = w;
+  }
+  if (out.partner.empty()) out.residual = seen;
+  return out;
+}
+
 detection not_found(detection d, std::string why) {
   d.found = false;
   d.reason = "no rotary structure found: " + std::move(why);
@@ -169,54 +218,39 @@ detection detect(const detect_input& in) {
   for (int c = 0; c < d.head_dim; ++c)
     if (!std::binary_search(d.passthrough.begin(), d.passthrough.end(), c)) rotated.push_back(c);
   if (rotated.empty()) return not_found(d, "every channel is unchanged");
-  if (rotated.size() % 2 != 0)
-    return not_found(d, fmt::format("{} channels change, an odd number, so they cannot form planes", rotated.size()));
-
-  // Pairing. Candidates: half-split and interleaved over the changed channels, and the matching in
-  // which each channel's best partner chooses it back (any fixed permutation). A candidate holds
-  // when every one of its planes fits; a standard layout that holds is preferred, since planes that
-  // barely turn (slow planes in a coarse output type) cannot pick their partner by themselves.
-  const std::size_t n = rotated.size();
-  const std::vector<double> r = pair_residuals(in, rotated);
   const double accept = std::max((64 * u) * (64 * u), 1e-6);
-  std::vector<int> mutual(n, -1);
-  d.pairing_margin = INFINITY;
-  for (std::size_t a = 0; a < n; ++a) {
-    double best = INFINITY, second = INFINITY;
-    for (std::size_t b = 0; b < n; ++b) {
-      if (b == a) continue;
-      if (r[a * n + b] < best) second = best, best = r[a * n + b], mutual[a] = static_cast<int>(b);
-      else second = std::min(second, r[a * n + b]);
+  // Planes that turn too little to change any element in the output type read as unchanged. When
+  // the changed channels are not 0..R-1, first try 0..R-1 with R the smallest even count covering
+  // them, then the whole head, in a standard layout; then the changed channels as they are.
+  const int smallest = (rotated.back() + 2) / 2 * 2;
+  const bool leading = static_cast<int>(rotated.size()) == smallest;
+  pairing paired;
+  if (!leading)
+    for (int count : {smallest, static_cast<int>(d.head_dim)}) {
+      if (count > d.head_dim) continue;
+      std::vector<int> all(static_cast<std::size_t>(count));
+      for (int c = 0; c < count; ++c) all[c] = c;
+      if (auto p = pair_channels(in, all, accept, true); !p.partner.empty()) {
+        rotated = all;
+        paired = p;
+        break;
+      }
     }
-    d.pairing_margin = std::min(d.pairing_margin, second / std::max(best, 1e-300));
-  }
-  bool chosen_back = true;
-  for (std::size_t a = 0; a < n; ++a) chosen_back = chosen_back && mutual[mutual[a]] == static_cast<int>(a);
-  if (!chosen_back) mutual.clear();
-  std::vector<int> half(n), inter(n);
-  for (std::size_t a = 0; a < n; ++a) {
-    half[a] = static_cast<int>(a < n / 2 ? a + n / 2 : a - n / 2);
-    inter[a] = static_cast<int>(a ^ 1u);
-  }
-  auto worst = [&](const std::vector<int>& m) {
-    double w = 0;
-    for (std::size_t a = 0; a < n; ++a) w = std::max(w, r[a * n + m[a]]);
-    return w;
-  };
-  std::vector<int> partner;
-  double chosen = INFINITY;
-  for (const auto* m : {&half, &inter, &mutual})
-    if (!m->empty() && worst(*m) <= accept && (partner.empty() || (m != &mutual && worst(*m) < chosen)))
-      partner = *m, chosen = worst(*m);
-  if (partner.empty()) {
-    double best_seen = INFINITY;
-    for (const auto* m : {&half, &inter, &mutual})
-      if (!m->empty()) best_seen = std::min(best_seen, worst(*m));
+  if (paired.partner.empty() && rotated.size() % 2 == 0) paired = pair_channels(in, rotated, accept, false);
+  if (paired.partner.empty()) {
+    if (rotated.size() % 2 != 0)
+      return not_found(d, fmt::format("{} channels change, an odd number, so they cannot form planes", rotated.size()));
     return not_found(d, fmt::format("no pairing of the {} changed channels turns as planes (worst plane residual "
                                     "{:.3g}, at most {:.3g} for a rotation)",
-                                    n, best_seen, accept));
+                                    rotated.size(), paired.residual, accept));
   }
-  d.pairing_residual = chosen;
+  d.passthrough.clear();
+  for (int c = 0; c < d.head_dim; ++c)
+    if (!std::binary_search(rotated.begin(), rotated.end(), c)) d.passthrough.push_back(c);
+  const std::size_t n = rotated.size();
+  const std::vector<int>& partner = paired.partner;
+  d.pairing_residual = paired.residual;
+  d.pairing_margin = paired.margin;
 
   std::vector<std::int64_t> pos(static_cast<std::size_t>(in.before.tokens));
   d.positions_given = in.positions.has_value();
@@ -236,21 +270,24 @@ detection detect(const detect_input& in) {
     const auto theta = internal::theta_from_differences(f.phases, pos);
     if (!theta) return not_found(d, "every token sits at the same position, so no angle can grow with it");
     f.theta = *theta;
-    if (f.theta < 0) {  // orient each plane so that it turns forward
-      std::swap(f.plane.first, f.plane.second);
-      f.theta = -f.theta;
-      for (auto& ph : f.phases.phase) ph = -ph;
-    }
     planes.push_back(std::move(f));
   }
 
   std::vector<std::pair<int, int>> pairs;
   for (const auto& f : planes) pairs.push_back(f.plane);
   d.layout = classify(pairs, rotated);
-  // Standard layouts: plane j is the j-th by first channel; any other pairing: by falling frequency.
-  if (d.layout == layout_found::permutation)
+  // Standard layouts: plane j is the j-th by first channel, turning by the signed θ (a plane that
+  // barely turns may read slightly negative); any other pairing: each plane oriented to turn
+  // forward, by falling frequency.
+  if (d.layout == layout_found::permutation) {
+    for (auto& f : planes)
+      if (f.theta < 0) {
+        std::swap(f.plane.first, f.plane.second);
+        f.theta = -f.theta;
+        for (auto& ph : f.phases.phase) ph = -ph;
+      }
     std::sort(planes.begin(), planes.end(), [](const fitted& a, const fitted& b) { return a.theta > b.theta; });
-  else
+  } else
     std::sort(planes.begin(), planes.end(), [](const fitted& a, const fitted& b) { return a.plane < b.plane; });
   d.rotary_dim = static_cast<int>(n);
 
@@ -259,11 +296,15 @@ detection detect(const detect_input& in) {
   std::vector<std::size_t> by_theta(planes.size());
   for (std::size_t j = 0; j < planes.size(); ++j) by_theta[j] = j;
   std::sort(by_theta.begin(), by_theta.end(), [&](auto a, auto b) { return planes[a].theta < planes[b].theta; });
-  double k = 0;
+  // Planes that turn by little more than the rounding over the whole range carry no offset.
+  const auto [pmin_it, pmax_it] = std::minmax_element(pos.begin(), pos.end());
+  const double span = static_cast<double>(std::max<std::int64_t>(*pmax_it - *pmin_it, 1));
+  double k = 0, slowest = INFINITY;
   bool first = true;
   for (std::size_t j : by_theta) {
     const fitted& f = planes[j];
-    if (f.theta <= 0) continue;
+    if (f.theta * span < 100 * d.noise_floor) continue;
+    slowest = std::min(slowest, f.theta);
     std::complex<double> m = 0;
     for (std::size_t t = 0; t < pos.size(); ++t)
       m += f.phases.weight[t] * std::polar(1.0, f.phases.phase[t] - static_cast<double>(pos[t]) * f.theta);
@@ -281,11 +322,14 @@ detection detect(const detect_input& in) {
     f.theta = fit.theta;
     d.planes.push_back(f.plane);
     d.theta.push_back(fit.theta);
-    d.theta_tolerance.push_back(std::max({6 * fit.standard_error, 0x1p-21 * fit.theta, 1e-300}));
+    // Six standard errors; a float32 table's rounding; and what a phase of a few output roundoffs at
+    // the largest position allows (a plane whose elements barely change shows no spread at all).
+    d.theta_tolerance.push_back(std::max({6 * fit.standard_error, 0x1p-21 * std::abs(fit.theta),
+                                          4 * u / static_cast<double>(std::max<std::int64_t>(pmax, 1))}));
     if (fit.max_residual > d.phase_residual)
       d.phase_residual = fit.max_residual, d.phase_residual_position = fit.max_residual_position;
     rms_sum += fit.rms_residual;
-    d.float32_angle_scale = std::max(d.float32_angle_scale, static_cast<double>(pmax) * fit.theta * 0x1p-24);
+    d.float32_angle_scale = std::max(d.float32_angle_scale, static_cast<double>(pmax) * std::abs(fit.theta) * 0x1p-24);
   }
   if (rms_sum / static_cast<double>(planes.size()) > 0.3)
     return not_found(d, fmt::format("the channels pair into planes, but their angles do not grow linearly with "
@@ -296,7 +340,6 @@ detection detect(const detect_input& in) {
   if (fastest * static_cast<double>(std::max<std::int64_t>(pmax, 1)) <= d.noise_floor)
     return not_found(d, "no plane turns by more than the output's rounding");
   d.offset_resolved = true;
-  const double slowest = *std::min_element(d.theta.begin(), d.theta.end());
   if (std::abs(static_cast<double>(d.offset)) * slowest > pi / 2) d.offset_resolved = false;
 
   std::vector<double> factors;

@@ -41,7 +41,7 @@ std::string report_text(const detection& d) {
   s += fmt::format("layout: {}", to_string(d.layout));
   if (d.layout == layout_found::permutation) s += " " + describe_planes(d.planes);
   s += fmt::format(" (pairing residual {:.3g})\n", d.pairing_residual);
-  s += "schedule: " + (d.schedule ? fmt::format("{} (worst plane {:.2f} of its tolerance)", d.schedule->description,
+  s += "schedule: " + (d.schedule ? fmt::format("{} (worst plane {:.1e} of its tolerance)", d.schedule->description,
                                                 d.schedule->worst_sigma)
                                   : std::string("no schedule grape knows matches")) + "\n";
   s += fmt::format("theta: plane 0 {:.9g}, plane {} {:.9g} rad per position\n", d.theta.front(), d.theta.size() - 1,

@@ -61,7 +61,7 @@ TEST(Detect, LayoutBugFromApplyIsNamedAndMatchesTheDocs) {
   EXPECT_NE(r.out.find("compared with config.json: 1 difference\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("llama3: base 500000, factor 8"), std::string::npos) << r.out;
   const std::string doc = slurp(std::string(GRAPE_SOURCE_DIR) + "/docs/detect.md");
-  EXPECT_EQ(masked(doc_block(doc, "<!-- output of the detect run above -->")), masked(r.out));
+  EXPECT_EQ(masked(doc_block(doc, "<!-- output of the detect run above -->")), masked(r.out)) << "the run printed:\n" << r.out;
 }
 
 TEST(Detect, FaithfulOutputExitsZeroAndJsonHasNoDifferences) {
@@ -90,6 +90,46 @@ TEST(Detect, UnrelatedArraysAreNoRotaryStructureAndExitOne) {
   EXPECT_EQ(c.code, 1) << c.out << c.err;
 }
 
+// bfloat16 bits (round to nearest even) as NumPy stores them: uint16.
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<std::uint16_t> out;
+  for (float f : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    out.push_back(static_cast<std::uint16_t>(bits >> 16));
+  }
+  return out;
+}
+
+std::vector<float> read_f32(const fs::path& p) {
+  const auto [header, data] = read_npy(p);
+  std::vector<float> v(data.size() / 4);
+  std::memcpy(v.data(), data.data(), v.size() * 4);
+  return v;
+}
+
+TEST(Detect, BfloatSixteenArraysAsUint16) {
+  const scratch s;
+  write_case(s);
+  // Q in bfloat16: the values apply rotates are the bfloat16 ones, the result is rounded to bfloat16.
+  std::vector<float> q = read_f32(s / "q.npy");
+  const auto qb = to_bf16(q);
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(qb[i]) << 16;
+    std::memcpy(&q[i], &bits, 4);
+  }
+  write_npy(s / "q.npy", "<f4", {tokens, heads, head_dim}, q.data(), q.size() * 4);
+  ASSERT_EQ(grape_in(s, "apply --config engine.json --input q.npy --positions positions.npy --output q_rope.npy").code, 0);
+  const auto yb = to_bf16(read_f32(s / "q_rope.npy"));
+  write_npy(s / "q_bf16.npy", "<u2", {tokens, heads, head_dim}, qb.data(), qb.size() * 2);
+  write_npy(s / "q_rope_bf16.npy", "<u2", {tokens, heads, head_dim}, yb.data(), yb.size() * 2);
+  const auto r = grape_in(s, "detect --input q_bf16.npy --output q_rope_bf16.npy --positions positions.npy --config config.json");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("compared with config.json: 1 difference\nlayout: interleaved, the config's model is half-split\n"),
+            std::string::npos) << r.out;
+}
+
 TEST(Detect, BadInputIsOneLineAndExitTwo) {
   const scratch s;
   write_case(s);
@@ -103,6 +143,8 @@ TEST(Detect, BadInputIsOneLineAndExitTwo) {
       {"detect --input q.npy --output q.npy --positions p3.npy", "p3.npy: positions must have shape [48]"},
       {"detect --input q.npy --output q.npy --positions q.npy", "q.npy: positions must have shape [48]"},
       {"detect --input q.npy --output q.npy --config missing.json", "missing.json"},
+      {"detect --input q.npy --output positions.npy", "positions.npy: must have shape [tokens, heads, head_dim]"},
+      {"detect --input q.npy --output q.npy --config " + config_path("bloom"), "detect compares rotary encodings only"},
   };
   for (const auto& [args, names] : cases) {
     const auto r = grape_in(s, args);
