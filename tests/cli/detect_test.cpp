@@ -60,6 +60,10 @@ TEST(Detect, LayoutBugFromApplyIsNamedAndMatchesTheDocs) {
   EXPECT_NE(r.out.find("layout: interleaved, the config's model is half-split\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("compared with config.json: 1 difference\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("llama3: base 500000, factor 8"), std::string::npos) << r.out;
+  const auto j = grape_in(s, "detect --input q.npy --output q_rope.npy --positions positions.npy --config config.json --json");
+  EXPECT_EQ(j.code, 1) << j.out << j.err;
+  EXPECT_NE(j.out.find("\"field\": \"layout\""), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"layout\": \"interleaved\""), std::string::npos) << j.out;
   const std::string doc = slurp(std::string(GRAPE_SOURCE_DIR) + "/docs/detect.md");
   EXPECT_EQ(masked(doc_block(doc, "<!-- output of the detect run above -->")), masked(r.out)) << "the run printed:\n" << r.out;
 }
