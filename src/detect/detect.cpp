@@ -198,6 +198,39 @@ pairing pair_channels(const detect_input& in, const std::vector<int>& ch, double
   return out;
 }
 
+struct fitted {
+  std::pair<int, int> plane;
+  plane_phases phases;
+  double theta, factor;
+};
+
+// The offset k with phase = (p + k)·θ in every plane: each plane's phase minus p·θ is k·θ, read
+// from the slowest plane (no wrap for moderate k) and refined plane by plane up to the fastest (the
+// finest resolution). Planes turning by less than `informative` over the range carry no offset;
+// `slowest` receives the slowest plane used.
+double common_offset(const std::vector<fitted>& planes, const std::vector<std::int64_t>& pos, double informative,
+                     double* slowest) {
+  std::vector<std::size_t> by_theta(planes.size());
+  for (std::size_t j = 0; j < planes.size(); ++j) by_theta[j] = j;
+  std::sort(by_theta.begin(), by_theta.end(), [&](auto a, auto b) { return planes[a].theta < planes[b].theta; });
+  const auto [pmin_it, pmax_it] = std::minmax_element(pos.begin(), pos.end());
+  const double span = static_cast<double>(std::max<std::int64_t>(*pmax_it - *pmin_it, 1));
+  double k = 0;
+  bool first = true;
+  for (std::size_t j : by_theta) {
+    const fitted& f = planes[j];
+    if (f.theta * span < informative) continue;
+    *slowest = std::min(*slowest, f.theta);
+    std::complex<double> m = 0;
+    for (std::size_t t = 0; t < pos.size(); ++t)
+      m += f.phases.weight[t] * std::polar(1.0, f.phases.phase[t] - static_cast<double>(pos[t]) * f.theta);
+    const double rho = std::arg(m);
+    k = first ? rho / f.theta : k + internal::wrap_angle(rho - k * f.theta) / f.theta;
+    first = false;
+  }
+  return k;
+}
+
 detection not_found(detection d, std::string why) {
   d.found = false;
   d.reason = "no rotary structure found: " + std::move(why);
@@ -256,11 +289,6 @@ detection detect(const detect_input& in) {
   d.positions_given = in.positions.has_value();
   for (std::int64_t t = 0; t < in.before.tokens; ++t) pos[t] = d.positions_given ? (*in.positions)[t] : t;
 
-  struct fitted {
-    std::pair<int, int> plane;
-    plane_phases phases;
-    double theta, factor;
-  };
   std::vector<fitted> planes;
   for (std::size_t a = 0; a < n; ++a) {
     if (partner[a] < static_cast<int>(a)) continue;
@@ -291,27 +319,8 @@ detection detect(const detect_input& in) {
     std::sort(planes.begin(), planes.end(), [](const fitted& a, const fitted& b) { return a.plane < b.plane; });
   d.rotary_dim = static_cast<int>(n);
 
-  // Offset: every plane's phase minus p·θ is k·θ; chained from the slowest plane (no wrap for
-  // moderate k) to the fastest (the finest resolution).
-  std::vector<std::size_t> by_theta(planes.size());
-  for (std::size_t j = 0; j < planes.size(); ++j) by_theta[j] = j;
-  std::sort(by_theta.begin(), by_theta.end(), [&](auto a, auto b) { return planes[a].theta < planes[b].theta; });
-  // Planes that turn by little more than the rounding over the whole range carry no offset.
-  const auto [pmin_it, pmax_it] = std::minmax_element(pos.begin(), pos.end());
-  const double span = static_cast<double>(std::max<std::int64_t>(*pmax_it - *pmin_it, 1));
-  double k = 0, slowest = INFINITY;
-  bool first = true;
-  for (std::size_t j : by_theta) {
-    const fitted& f = planes[j];
-    if (f.theta * span < 100 * d.noise_floor) continue;
-    slowest = std::min(slowest, f.theta);
-    std::complex<double> m = 0;
-    for (std::size_t t = 0; t < pos.size(); ++t)
-      m += f.phases.weight[t] * std::polar(1.0, f.phases.phase[t] - static_cast<double>(pos[t]) * f.theta);
-    const double rho = std::arg(m);
-    k = first ? rho / f.theta : k + internal::wrap_angle(rho - k * f.theta) / f.theta;
-    first = false;
-  }
+  double slowest = INFINITY;
+  const double k = common_offset(planes, pos, 100 * d.noise_floor, &slowest);
   d.offset = static_cast<std::int64_t>(std::llround(k));
   std::int64_t pmax = 0;
   for (auto p : pos) pmax = std::max(pmax, std::abs(p + d.offset));
