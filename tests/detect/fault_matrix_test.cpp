@@ -106,6 +106,18 @@ struct outcome {
   bool found = false;
 };
 
+outcome detect_and_compare(const detect::detect_input& in, const detect::expected_encoding& e) {
+  const detect::detection d = detect::detect(in);
+  outcome o;
+  o.found = d.found;
+  o.text = detect::report_text(d);
+  for (const auto& finding : detect::compare(d, in, e)) {
+    o.fields.insert(finding.field);
+    o.text += "  finding: " + finding.text + "\n";
+  }
+  return o;
+}
+
 // Rotates with one fault applied and compares the detection with the expected encoding.
 outcome run_fault(const detect::expected_encoding& e, fault f, std::mt19937_64& rng) {
   const std::vector<std::int64_t> pos = test_positions(rng);
@@ -153,15 +165,7 @@ outcome run_fault(const detect::expected_encoding& e, fault f, std::mt19937_64& 
   }
 
   detect::detect_input in{widen(x, e.head_dim), widen(y, e.head_dim), pos, 0x1p-24};
-  const detect::detection d = detect::detect(in);
-  outcome o;
-  o.found = d.found;
-  o.text = detect::report_text(d);
-  for (const auto& finding : detect::compare(d, in, e)) {
-    o.fields.insert(finding.field);
-    o.text += "  finding: " + finding.text + "\n";
-  }
-  return o;
+  return detect_and_compare(in, e);
 }
 
 std::vector<fault> faults_for(const detect::expected_encoding& e) {
@@ -219,15 +223,7 @@ outcome run_half(const detect::expected_encoding& e, fault f, cpu::dtype type, d
   }
   in.positions = pos;
   in.output_roundoff = in.input_roundoff = roundoff;
-  const detect::detection d = detect::detect(in);
-  outcome o;
-  o.found = d.found;
-  o.text = detect::report_text(d);
-  for (const auto& finding : detect::compare(d, in, e)) {
-    o.fields.insert(finding.field);
-    o.text += "  finding: " + finding.text + "\n";
-  }
-  return o;
+  return detect_and_compare(in, e);
 }
 
 TEST(DetectFaults, HalfPrecisionOutputs) {
