@@ -251,7 +251,9 @@ detection detect(const detect_input& in) {
   for (int c = 0; c < d.head_dim; ++c)
     if (!std::binary_search(d.passthrough.begin(), d.passthrough.end(), c)) rotated.push_back(c);
   if (rotated.empty()) return not_found(d, "every channel is unchanged");
-  const double accept = std::max((64 * u) * (64 * u), 1e-6);
+  // A plane must fit to about 1% in amplitude (a bfloat16 cos/sin table still does); noise and
+  // unrelated channels leave residuals of 0.1 and more.
+  const double accept = std::max((64 * u) * (64 * u), 1e-4);
   // Planes that turn too little to change any element in the output type read as unchanged. When
   // the changed channels are not 0..R-1, first try 0..R-1 with R the smallest even count covering
   // them, then the whole head, in a standard layout; then the changed channels as they are.
@@ -340,6 +342,7 @@ detection detect(const detect_input& in) {
     rms_sum += fit.rms_residual;
     d.float32_angle_scale = std::max(d.float32_angle_scale, static_cast<double>(pmax) * std::abs(fit.theta) * 0x1p-24);
   }
+  if (!d.positions_given) d.phase_residual_position += d.offset;
   if (rms_sum / static_cast<double>(planes.size()) > 0.3)
     return not_found(d, fmt::format("the channels pair into planes, but their angles do not grow linearly with "
                                     "position (mean residual {:.2f} rad){}",

@@ -78,6 +78,32 @@ TEST(DetectIdentify, AttentionFactorAndOffsetWithoutPositions) {
   EXPECT_EQ(d.precision, detect::precision_found::exact);
 }
 
+TEST(DetectIdentify, BfloatSixteenCosSinTableIsWorseThanFloat32Angles) {
+  // An engine that keeps its cos/sin cache in bfloat16 (rope-scaling.md: up to 24% relative error
+  // reported): float32 output, but each cos and sin rounded to 8 significant bits.
+  const auto pos = spread_positions(0, 48);
+  auto in = textbook_input(tf::rope_default(10000.0, 64), 1.0, pos, 2, 7);
+  const auto bf16 = [](double v) {
+    int e;
+    const double m = std::frexp(v, &e);
+    return std::ldexp(std::nearbyint(m * 256) / 256, e);
+  };
+  const std::int64_t d = 64;
+  for (std::size_t t = 0; t < pos.size(); ++t)
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (int i = 0; i < d / 2; ++i) {
+        const std::size_t a = (t * 2 + h) * d + i, b = a + d / 2;
+        const double ang = static_cast<double>(pos[t]) * tf::rope_default(10000.0, 64)[i];
+        const double c = bf16(std::cos(ang)), s = bf16(std::sin(ang)), x = in.before.values[a], y = in.before.values[b];
+        in.after.values[a] = static_cast<float>(x * c - y * s);
+        in.after.values[b] = static_cast<float>(y * c + x * s);
+      }
+  const detect::detection found = detect::detect(in);
+  ASSERT_TRUE(found.found) << found.reason;
+  EXPECT_EQ(found.precision, detect::precision_found::worse) << detect::report_text(found);
+  EXPECT_GT(found.phase_residual, 1e-3) << detect::report_text(found);
+}
+
 detect::tensor3 random_tensor(std::mt19937_64& rng, std::int64_t t, std::int64_t h, std::int64_t d) {
   std::normal_distribution<double> n(0, 1);
   detect::tensor3 x{t, h, d, {}};
