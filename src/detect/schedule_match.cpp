@@ -58,8 +58,7 @@ double rounded_value(const detection& d, rope_schedule s, double rope_schedule::
   return v;
 }
 
-}  // namespace
-
+// `s` with `field` set to the value in [lo, hi] closest to the fit (matching or not).
 rope_schedule best_field(const detection& d, rope_schedule s, double rope_schedule::*field, double lo, double hi,
                          std::int64_t seq_len, int grid = 200) {
   // A log-grid scan finds the basin (the table is not smooth across YaRN/llama3 band edges), then a
@@ -86,6 +85,8 @@ rope_schedule best_field(const detection& d, rope_schedule s, double rope_schedu
   s.*field = std::exp((a + b) / 2);
   return s;
 }
+
+}  // namespace
 
 std::optional<rope_schedule> fit_field(const detection& d, rope_schedule s, double rope_schedule::*field, double lo,
                                        double hi, std::int64_t seq_len) {
