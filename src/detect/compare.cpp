@@ -111,7 +111,7 @@ detection with_invisible_planes(const detection& d, const detect_input& in, cons
   for (const auto& [a, b] : d.planes) rotated.push_back(a), rotated.push_back(b);
   std::sort(rotated.begin(), rotated.end());
   const int r = static_cast<int>(rotated.size());
-  if (r >= e.rotary_dim || d.layout == layout_found::permutation || rotated.back() != r - 1) return d;
+  if (r >= e.rotary_dim || d.layout != layout_found::interleaved || rotated.back() != r - 1) return d;
   std::int64_t pmax = in.before.tokens;
   if (in.positions)
     for (auto p : *in.positions) pmax = std::max(pmax, std::abs(p + d.offset));
@@ -123,7 +123,7 @@ detection with_invisible_planes(const detection& d, const detect_input& in, cons
     if (t->inv_freq[j] > tol) return d;
   detection x = d;
   for (int j = r / 2; j < e.rotary_dim / 2; ++j) {
-    x.planes.push_back(d.layout == layout_found::interleaved ? std::pair{2 * j, 2 * j + 1} : std::pair{j, j + e.rotary_dim / 2});
+    x.planes.push_back({2 * j, 2 * j + 1});
     x.theta.push_back(0.0);
     x.theta_tolerance.push_back(tol);
   }
