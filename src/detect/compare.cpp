@@ -102,6 +102,19 @@ std::optional<finding> attention(const detection& d, const frequency_verdict& v,
   return finding{"attention_factor", text};
 }
 
+std::string evidence_for(const std::string& field, const detection& d, double config_sigma) {
+  if (field == "layout" || field == "rotary_dim" || field == "head_dim")
+    return fmt::format("the planes found fit with residual {:.2g} (unrelated channels: 0.1 and more)", d.pairing_residual);
+  if (field == "scaling" || field == "theta" || field == "factor" || field == "schedule" || field == "frequencies")
+    return fmt::format("the config's table is {:.3g} tolerances off at its worst plane", config_sigma);
+  if (field == "attention_factor")
+    return fmt::format("measured {:.6g}; the planes agree within {:.2g}", d.attention_factor, d.attention_factor_spread);
+  if (field == "positions") return fmt::format("phase residual {:.3g} rad with this offset", d.phase_residual);
+  if (field == "precision")
+    return fmt::format("rounding explains {:.3g} rad, float32 angles {:.3g}", d.noise_floor, 4 * d.float32_angle_scale);
+  return "";
+}
+
 // An interleaved head whose last planes turn too little for the output type to show leaves
 // channels R..rotary_dim-1 unchanged, as if passed through. When the config's planes there turn
 // less than the rounding explains, the detection is extended with them: θ_j = 0 within
@@ -149,6 +162,7 @@ std::vector<finding> compare(const detection& found, const detect_input& in, con
                                      ? fmt::format("rotary_dim: channels {}..{} turn, the config turns 0..{}",
                                                    rotated.front(), rotated.back(), e.rotary_dim - 1)
                                      : fmt::format("rotary_dim: {}, the config says {}", d.rotary_dim, e.rotary_dim)});
+    for (auto& f : out) f.evidence = evidence_for(f.field, d, INFINITY);
     return out;  // the planes cannot be compared one to one
   }
   const bool same_layout = d.rotary_dim == 2 || (d.layout == layout_found::half_split && e.layout == layout_kind::half_split) ||
@@ -180,6 +194,12 @@ std::vector<finding> compare(const detection& found, const detect_input& in, con
     out.push_back({"precision", fmt::format("precision: phase error {:.3g} rad at position {}, more than float32 angles "
                                             "explain ({:.3g}), the config's encoding is exact",
                                             d.phase_residual, d.phase_residual_position, 4 * d.float32_angle_scale)});
+  double config_sigma = INFINITY;
+  rope_schedule s = e.schedule;
+  s.rotary_dim = d.rotary_dim;
+  for (auto len : lens)
+    if (const auto t = table_of(s, len)) config_sigma = std::min(config_sigma, internal::worst_sigma(d, t->inv_freq));
+  for (auto& f : out) f.evidence = evidence_for(f.field, d, config_sigma);
   return out;
 }
 

@@ -84,7 +84,8 @@ std::string report_json(const detection& d, const std::vector<finding>* findings
   }
   if (findings) {
     j["differences"] = nlohmann::json::array();
-    for (const auto& f : *findings) j["differences"].push_back({{"field", f.field}, {"text", f.text}});
+    for (const auto& f : *findings)
+      j["differences"].push_back({{"field", f.field}, {"text", f.text}, {"evidence", f.evidence}});
   }
   return j.dump(2) + "\n";
 }

@@ -63,6 +63,7 @@ TEST(Detect, LayoutBugFromApplyIsNamedAndMatchesTheDocs) {
   const auto j = grape_in(s, "detect --input q.npy --output q_rope.npy --positions positions.npy --config config.json --json");
   EXPECT_EQ(j.code, 1) << j.out << j.err;
   EXPECT_NE(j.out.find("\"field\": \"layout\""), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"evidence\": \"the planes found fit with residual"), std::string::npos) << j.out;
   EXPECT_NE(j.out.find("\"layout\": \"interleaved\""), std::string::npos) << j.out;
   const std::string doc = slurp(std::string(GRAPE_SOURCE_DIR) + "/docs/detect.md");
   EXPECT_EQ(masked(doc_block(doc, "<!-- output of the detect run above -->")), masked(r.out)) << "the run printed:\n" << r.out;

@@ -89,6 +89,7 @@ struct expected_encoding {
 struct finding {
   std::string field;  // rotary_dim, layout, scaling, theta, factor, schedule, attention_factor, positions, precision
   std::string text;   // "layout: interleaved, the config's model is half-split"
+  std::string evidence = {};  // the residual it rests on
 };
 
 /// The differences, one per field, in a fixed order; empty when the tensors match `expected`.
