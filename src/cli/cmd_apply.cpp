@@ -26,23 +26,6 @@ struct apply_options {
   std::string precision = "float64";
 };
 
-std::vector<std::int64_t> read_positions(const std::string& path, std::int64_t tokens) {
-  const io::npy_array p = io::read_npy(path);
-  if (p.shape.size() != 1 || p.shape[0] != tokens)
-    throw input_error(fmt::format("{}: positions must have shape [{}] (one per token)", path, tokens));
-  std::vector<std::int64_t> out(static_cast<std::size_t>(tokens));
-  if (p.dtype == io::npy_dtype::i64) {
-    std::copy_n(reinterpret_cast<const std::int64_t*>(p.data.data()), tokens, out.begin());
-  } else if (p.dtype == io::npy_dtype::i32) {
-    const auto* v = reinterpret_cast<const std::int32_t*>(p.data.data());
-    std::copy_n(v, tokens, out.begin());
-  } else {
-    throw input_error(fmt::format("{}: positions must be int32 or int64 (got {})", path,
-                                  io::dtype_descr(p.dtype)));
-  }
-  return out;
-}
-
 // The kernel stores float32 or float16 and computes in float32: float64 input is rounded to float32
 // and the output is float32 (float64 output would claim digits the kernel does not compute).
 io::npy_array rounded_to_float32(const io::npy_array& x) {

@@ -8,6 +8,7 @@
 
 #include "cli/command_registry.hpp"
 #include "cli/model_util.hpp"
+#include "cli/precision_certificate.hpp"
 #include "grape/check/report_json.hpp"
 #include "grape/check/rotary.hpp"
 #include "grape/math/bias.hpp"
@@ -154,6 +155,10 @@ void run(const inspect_options& o) {
   } else {
     j["laws"] = nullptr;
   }
+  const std::int64_t context = m.max_position_embeddings > 0 ? m.max_position_embeddings
+                                                             : m.rotary.schedule.original_max_position_embeddings;
+  const auto certificate = rotary ? precision_certificate(e.spec, context) : std::vector<certificate_row>{};
+  j["precision_certificate"] = rotary && !certificate.empty() ? certificate_json(certificate) : nlohmann::json(nullptr);
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -167,6 +172,7 @@ void run(const inspect_options& o) {
       fmt::print("\nclaimed laws:\n{}", report->table());
     else
       fmt::print("\nclaimed laws: not checked here (a score bias, not a rotary table; see grape check)\n");
+    if (!certificate.empty()) fmt::print("\n{}", certificate_text(certificate));
   }
   if (!laws_ok) exit_code() = 1;
 }

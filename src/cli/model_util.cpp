@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "grape/detail/error.hpp"
+#include "io/npy.hpp"
 
 namespace grape::cli {
 
@@ -47,6 +49,23 @@ evaluated_model evaluate_model(const std::string& path, std::optional<std::int64
   e.spec = make_rotary_spec(e.table, e.desc.rotary.head_dim, e.desc.rotary.rotary_dim,
                             e.desc.rotary.layout);
   return e;
+}
+
+std::vector<std::int64_t> read_positions(const std::string& path, std::int64_t tokens) {
+  const io::npy_array p = io::read_npy(path);
+  if (p.shape.size() != 1 || p.shape[0] != tokens)
+    throw input_error(fmt::format("{}: positions must have shape [{}] (one per token)", path, tokens));
+  std::vector<std::int64_t> out(static_cast<std::size_t>(tokens));
+  if (p.dtype == io::npy_dtype::i64) {
+    std::copy_n(reinterpret_cast<const std::int64_t*>(p.data.data()), tokens, out.begin());
+  } else if (p.dtype == io::npy_dtype::i32) {
+    const auto* v = reinterpret_cast<const std::int32_t*>(p.data.data());
+    std::copy_n(v, tokens, out.begin());
+  } else {
+    throw input_error(fmt::format("{}: positions must be int32 or int64 (got {})", path,
+                                  io::dtype_descr(p.dtype)));
+  }
+  return out;
 }
 
 frequency_precision parse_precision(const std::string& s) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "grape/schedule/rope_schedule.hpp"
 #include "model/model_config.hpp"
@@ -24,6 +25,9 @@ std::optional<model::model_description> builtin_model(const std::string& name);
 /// `seq_len` (default: max_position_embeddings, or the original context if that is all there is).
 evaluated_model evaluate_model(const std::string& path, std::optional<std::int64_t> seq_len,
                                frequency_precision precision, bool allow_builtin = false);
+
+/// An int32/int64 .npy of shape [tokens], widened to int64; anything else is an input_error naming `path`.
+std::vector<std::int64_t> read_positions(const std::string& path, std::int64_t tokens);
 
 /// "--precision" values.
 frequency_precision parse_precision(const std::string& s);

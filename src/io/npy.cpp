@@ -96,9 +96,10 @@ npy_dtype dtype_of(const std::string& descr, const std::string& file) {
   if (descr == "<f8") return npy_dtype::f64;
   if (descr == "<i4") return npy_dtype::i32;
   if (descr == "<i8") return npy_dtype::i64;
+  if (descr == "<u2") return npy_dtype::u16;
   std::string shown;
   for (char c : descr.substr(0, 16)) shown += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-  throw input_error(fmt::format("{}: unsupported .npy dtype '{}' (supported: <f4, <f2, <f8, <i4, <i8)",
+  throw input_error(fmt::format("{}: unsupported .npy dtype '{}' (supported: <f4, <f2, <f8, <i4, <i8, <u2)",
                                 file, shown));
 }
 
@@ -117,6 +118,7 @@ std::size_t dtype_size(npy_dtype t) {
     case npy_dtype::f64: return 8;
     case npy_dtype::i32: return 4;
     case npy_dtype::i64: return 8;
+    case npy_dtype::u16: return 2;
   }
   return 0;
 }
@@ -128,6 +130,7 @@ std::string_view dtype_descr(npy_dtype t) {
     case npy_dtype::f64: return "<f8";
     case npy_dtype::i32: return "<i4";
     case npy_dtype::i64: return "<i8";
+    case npy_dtype::u16: return "<u2";
   }
   return "?";
 }

@@ -1,5 +1,6 @@
 #pragma once
-// A small .npy reader/writer: format versions 1.0, 2.0 and 3.0, dtypes <f4, <f2, <f8, <i4, <i8, C order.
+// A small .npy reader/writer: format versions 1.0, 2.0 and 3.0, dtypes <f4, <f2, <f8, <i4, <i8, <u2
+// (bfloat16 bits, as NumPy stores them), C order.
 // Every malformed or truncated file is a grape::input_error naming the file; the reader never
 // reads past the bytes it was given.
 #include <cstddef>
@@ -10,7 +11,7 @@
 
 namespace grape::io {
 
-enum class npy_dtype { f32, f16, f64, i32, i64 };
+enum class npy_dtype { f32, f16, f64, i32, i64, u16 };
 
 struct npy_array {
   npy_dtype dtype = npy_dtype::f32;
