@@ -66,6 +66,7 @@ TEST(PaperEncodings, GrapeApMatchesPinnedValues) {
   }
   // The same tokens one position later: the authors' term turns p̂_ℓ by ℓ + 1 and changes; grape's does not.
   EXPECT_NEAR(reference.bias.bias_with_content(0, 4, 1, 1), -0.12216204827204566, 1e-15);
+  EXPECT_NEAR(reference.bias.bias_with_content(0, 2, 1, 1), -0.05425187412710916, 1e-15);  // one term
   EXPECT_EQ(relative.bias.bias_with_content(0, 4, 1, 1), bias_of(relative, 0, 3, 0));
 }
 
@@ -157,6 +158,25 @@ TEST(PaperEncodings, CheckerVerdictsOnTheGatedBiases) {
     EXPECT_FALSE(holds(r, "score_invariance")) << r.table();
     EXPECT_TRUE(r.find(law::score_invariance)->example.has_value());
   }
+}
+
+/// The key-gated bias claiming monotone_path, which a gated bias does not have: a large gate next
+/// to the query and a small one before it make the nearer key the more penalised.
+struct key_gated_claiming_monotone : detail::gated_grape_a {
+  static constexpr std::string_view name = "key_gated_claiming_monotone";
+  static constexpr std::string_view summary = "grape_a_key_gated, claiming monotone_path";
+  using extra_laws = law_list<monotone_path_law>;
+  using params = grape_a_key_gated::params;
+  static params random_params(std::mt19937_64& rng) { return grape_a_key_gated::random_params(rng); }
+  static instance make(const params& p) { return grape_a_key_gated::make(p); }
+};
+
+TEST(PaperEncodings, AGatedBiasIsNotMonotoneAlongThePath) {
+  const auto r = check<key_gated_claiming_monotone>(check_options{});
+  const auto* row = r.find(std::string_view("monotone_path"));
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->status, law_status::fails) << r.table();
+  EXPECT_TRUE(row->example.has_value());
 }
 
 TEST(PaperEncodings, TheAuthorsGrapeApIsNotRelativeAndGrapesVariantIs) {
