@@ -3,10 +3,12 @@
 // instance reaches the bias kernels as it reaches rotate_qk (encode_qk.hpp):
 //   cpu::bias_tile_of(alibi::make(p), tile);        cpu::bias_tile_of(t5_buckets::make(p), tile);
 //   cpu::bias_tile_of(rope_alibi::make(p), tile);   // a composed encoding: its bias part
+//   cpu::bias_tile_of(grape_ap_relative::make(p), tile);  // the paper's biases: encode_bias_paper.hpp
 // (its rotation part goes through cpu::rotate_qk(instance, args)). Tiles are float32; the
 // instance's float64 slopes and tables are rounded once.
 #include <vector>
 
+#include "cpu/encode_bias_paper.hpp"
 #include "cpu/score_bias.hpp"
 #include "grape/encodings/alibi.hpp"
 #include "grape/encodings/t5_buckets.hpp"
@@ -16,15 +18,13 @@
 namespace grape::cpu {
 
 inline void bias_tile_of(const bias_instance<alibi_bias>& inst, const bias_tile& tile) {
-  if (tile.heads != inst.heads())
-    throw input_error("tile.heads must equal the encoding's heads (" + std::to_string(inst.heads()) + ")");
+  detail::require_tile_heads(tile, inst.heads());
   const std::vector<float> slopes(inst.bias.slopes.begin(), inst.bias.slopes.end());
   alibi_tile(tile, slopes.data());
 }
 
 inline void bias_tile_of(const bias_instance<t5_bias>& inst, const bias_tile& tile) {
-  if (tile.heads != inst.heads())
-    throw input_error("tile.heads must equal the encoding's heads (" + std::to_string(inst.heads()) + ")");
+  detail::require_tile_heads(tile, inst.heads());
   const t5_bias& b = inst.bias;
   const std::vector<float> table(b.table.begin(), b.table.end());
   t5_tile(tile, table.data(), b.num_buckets, b.max_distance, b.bidirectional);

@@ -47,7 +47,8 @@ TYPED_TEST(EveryBuiltin, EveryClaimedLawHolds) {
   // laws' own applicability), and every report names what it compared with besides itself.
   const std::set<std::string_view> rotating = {"rope",     "rope_interleaved", "xpos",     "grape_m",   "mrope",
                                                "axial_2d", "string_rope",      "liere_2d", "rope_alibi"};
-  const std::set<std::string_view> tiled = {"alibi", "t5_buckets", "rope_alibi"};
+  const std::set<std::string_view> tiled = {"alibi", "t5_buckets", "rope_alibi", "grape_a_key_gated", "grape_a_qk_gated",
+                                            "grape_ap_relative"};
   EXPECT_EQ(report.find(std::string_view("cpu_kernel")) != nullptr, rotating.contains(E::name)) << report.table();
   EXPECT_EQ(report.find(std::string_view("cuda_body_emulated")) != nullptr, rotating.contains(E::name)) << report.table();
   EXPECT_EQ(report.find(std::string_view("bias_tile")) != nullptr, tiled.contains(E::name)) << report.table();
