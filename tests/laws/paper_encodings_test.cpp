@@ -186,6 +186,10 @@ TEST(PaperEncodings, TheAuthorsGrapeApIsNotRelativeAndGrapesVariantIs) {
   EXPECT_EQ(shift->status, law_status::fails) << reference.table();
   ASSERT_TRUE(shift->example.has_value());
   EXPECT_GT(shift->example->error, shift->example->tolerance);
+  // Shrinking reaches a small query position ("m=(M) n=(N) ...").
+  const std::string& at = shift->example->positions;
+  ASSERT_EQ(at.rfind("m=(", 0), 0u) << at;
+  EXPECT_LT(std::stoll(at.substr(3)), 16) << at;
   for (std::string_view law : {"reference_agreement", "causal_mask", "nonpositive_bias", "monotone_path"})
     EXPECT_TRUE(holds(reference, law)) << reference.table();
 
