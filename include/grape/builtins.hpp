@@ -8,6 +8,8 @@
 #include "grape/encodings/axial_2d.hpp"
 #include "grape/encodings/fox.hpp"
 #include "grape/encodings/grape_a.hpp"
+#include "grape/encodings/grape_a_gated.hpp"
+#include "grape/encodings/grape_ap.hpp"
 #include "grape/encodings/grape_m.hpp"
 #include "grape/encodings/learned_absolute.hpp"
 #include "grape/encodings/liere_2d.hpp"
@@ -23,6 +25,7 @@ namespace grape {
 
 inline constexpr auto builtin_encodings =
     boost::hana::tuple_t<rope, rope_interleaved, sinusoidal, learned_absolute, alibi, t5_buckets, xpos,
-                         grape_m, grape_a, mrope, axial_2d, fox, string_rope, liere_2d, rope_alibi>;
+                         grape_m, grape_a, mrope, axial_2d, fox, string_rope, liere_2d, rope_alibi,
+                         grape_a_key_gated, grape_a_qk_gated, grape_ap_relative>;
 
 }  // namespace grape

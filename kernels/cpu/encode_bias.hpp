@@ -4,11 +4,13 @@
 //   cpu::bias_tile_of(alibi::make(p), tile);        cpu::bias_tile_of(t5_buckets::make(p), tile);
 //   cpu::bias_tile_of(fox::make(p), tile);           // causal: keys after the query get −∞
 //   cpu::bias_tile_of(rope_alibi::make(p), tile);   // a composed encoding: its bias part
+//   cpu::bias_tile_of(grape_ap_relative::make(p), tile);  // the paper's biases: encode_bias_paper.hpp
 // (its rotation part goes through cpu::rotate_qk(instance, args)). Tiles are float32; the
 // instance's float64 slopes and tables are rounded once.
 #include <algorithm>
 #include <vector>
 
+#include "cpu/encode_bias_paper.hpp"
 #include "cpu/score_bias.hpp"
 #include "grape/encodings/alibi.hpp"
 #include "grape/encodings/fox.hpp"
@@ -17,24 +19,15 @@
 #include "grape/inject/score_bias.hpp"
 
 namespace grape::cpu {
-namespace detail {
-
-template <class Instance>
-void require_tile_heads(const Instance& inst, const bias_tile& tile) {
-  if (tile.heads != inst.heads())
-    throw input_error("tile.heads must equal the encoding's heads (" + std::to_string(inst.heads()) + ")");
-}
-
-}  // namespace detail
 
 inline void bias_tile_of(const bias_instance<alibi_bias>& inst, const bias_tile& tile) {
-  detail::require_tile_heads(inst, tile);
+  detail::require_tile_heads(tile, inst.heads());
   const std::vector<float> slopes(inst.bias.slopes.begin(), inst.bias.slopes.end());
   alibi_tile(tile, slopes.data());
 }
 
 inline void bias_tile_of(const bias_instance<t5_bias>& inst, const bias_tile& tile) {
-  detail::require_tile_heads(inst, tile);
+  detail::require_tile_heads(tile, inst.heads());
   const t5_bias& b = inst.bias;
   const std::vector<float> table(b.table.begin(), b.table.end());
   t5_tile(tile, table.data(), b.num_buckets, b.max_distance, b.bidirectional);
@@ -43,7 +36,7 @@ inline void bias_tile_of(const bias_instance<t5_bias>& inst, const bias_tile& ti
 /// FoX: the instance's float64 prefix sums (stored from F(−1) = 0) in the tile's layout
 /// [heads, length] (from F(0)); positions must lie in [0, length).
 inline void bias_tile_of(const bias_instance<forget_gate_bias>& inst, const bias_tile& tile) {
-  detail::require_tile_heads(inst, tile);
+  detail::require_tile_heads(tile, inst.heads());
   const forget_gate_bias& b = inst.bias;
   std::vector<double> prefix(static_cast<std::size_t>(b.num_heads * b.length));
   for (int h = 0; h < b.num_heads; ++h)

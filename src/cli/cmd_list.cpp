@@ -13,6 +13,12 @@ struct list_options {
   bool names = false;
 };
 
+/// The names of an encoding's laws of its own (extra_laws), which it claims too.
+template <class... L>
+void append_names(grape::law_list<L...>, std::vector<std::string>& names) {
+  (names.emplace_back(L::name), ...);
+}
+
 void run_list(const list_options& o) {
   nlohmann::json all = nlohmann::json::array();
   boost::hana::for_each(grape::builtin_encodings, [&](auto t) {
@@ -20,6 +26,7 @@ void run_list(const list_options& o) {
     std::vector<std::string> claims;
     for (grape::law l : grape::all_laws)
       if (E::claims.contains(l)) claims.emplace_back(grape::to_string(l));
+    if constexpr (requires { typename E::extra_laws; }) append_names(typename E::extra_laws{}, claims);
     if (o.names) {
       fmt::print("{}\n", E::name);
     } else if (!o.json) {

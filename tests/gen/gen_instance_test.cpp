@@ -355,7 +355,7 @@ TEST(GenEncoding, RopeInstanceTakesTheRotarySpecTemplate) {
 
 TEST(GenEncodingCli, EncodingsThatCannotBeBakedAreOneLineErrorsWithNoFile) {
   for (const char* name : {"alibi", "t5_buckets", "fox", "sinusoidal", "learned_absolute", "grape_a", "rope_alibi",
-                           "no_such_encoding"}) {
+                           "grape_a_key_gated", "grape_ap_relative", "no_such_encoding"}) {
     SCOPED_TRACE(name);
     const fs::path out = work_dir() / (std::string("unbaked_") + name + ".cpp");
     const auto r = run_grape(std::string("gen --encoding ") + name + " --target cpp --out " + quote(out.string()));

@@ -47,23 +47,27 @@ TYPED_TEST(EveryBuiltin, EveryClaimedLawHolds) {
   // laws' own applicability), and every report names what it compared with besides itself.
   const std::set<std::string_view> rotating = {"rope",     "rope_interleaved", "xpos",     "grape_m",   "mrope",
                                                "axial_2d", "string_rope",      "liere_2d", "rope_alibi"};
-  const std::set<std::string_view> tiled = {"alibi", "t5_buckets", "fox", "rope_alibi"};
+  const std::set<std::string_view> tiled = {"alibi",           "t5_buckets",       "fox", "rope_alibi", "grape_a_key_gated",
+                                            "grape_a_qk_gated", "grape_ap_relative"};
   const std::set<std::string_view> embedded = {"sinusoidal", "learned_absolute"};
-  const std::set<std::string_view> attended = {"rope",    "rope_interleaved", "alibi",       "t5_buckets", "xpos",
-                                               "grape_m", "grape_a",          "fox",         "string_rope", "rope_alibi"};
+  const std::set<std::string_view> attended = {"rope",        "rope_interleaved", "alibi",      "t5_buckets",
+                                               "xpos",        "grape_m",          "grape_a",    "fox",
+                                               "string_rope", "rope_alibi",       "grape_a_key_gated",
+                                               "grape_a_qk_gated", "grape_ap_relative"};
   EXPECT_EQ(report.find(std::string_view("cpu_kernel")) != nullptr, rotating.contains(E::name)) << report.table();
   EXPECT_EQ(report.find(std::string_view("cuda_body_emulated")) != nullptr, rotating.contains(E::name)) << report.table();
   EXPECT_EQ(report.find(std::string_view("bias_tile")) != nullptr, tiled.contains(E::name)) << report.table();
   EXPECT_EQ(report.find(std::string_view("lift_kernel")) != nullptr, E::name == "grape_a") << report.table();
   EXPECT_EQ(report.find(std::string_view("embedding_kernel")) != nullptr, embedded.contains(E::name)) << report.table();
   EXPECT_EQ(report.find(std::string_view("attention_kernel")) != nullptr, attended.contains(E::name)) << report.table();
-  // The relative law on the fused kernel: claimed with score_invariance, and FoX (its gates held
-  // fixed while the positions move) is shown not to have it.
+  // The relative law on the fused kernel: claimed with score_invariance, and the content-bound
+  // biases (their gates held fixed while the positions move) are shown not to have it.
   const auto* shift = report.find(std::string_view("attention_shift"));
   EXPECT_EQ(shift != nullptr, attended.contains(E::name)) << report.table();
   if (shift != nullptr) {
     EXPECT_EQ(shift->claimed, E::claims.contains(law::score_invariance)) << report.table();
-    EXPECT_EQ(shift->status == law_status::holds, E::name != "fox") << report.table();
+    // Content-bound biases (FoX, the gated GRAPE-A and GRAPE-AP) with their content held fixed.
+    EXPECT_EQ(shift->status == law_status::holds, !E::claims.contains(law::content_shift_invariance)) << report.table();
   }
   const bool referenced = report.reference.rfind("none", 0) != 0;
   EXPECT_EQ(referenced, detail::has_representation<E> || detail::has_reference_bias<E>) << report.reference;

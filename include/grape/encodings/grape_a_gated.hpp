@@ -1,0 +1,167 @@
+#pragma once
+// grape_a_key_gated, grape_a_qk_gated: the GRAPE paper's content-gated linear biases,
+//   b_h(m, n) = −(m − n)·ω_h·g_k(n)              (key-gated)
+//   b_h(m, n) = −(m − n)·ω_h·(g_q(m) + g_k(n))   (query+key-gated)
+// for n <= m (causal; n > m is masked, −∞), with ω_h = softplus(ω̃_h)·slope_h (ALiBi's slope) and
+// per-token gates g = softplus(z) of logits z = uᵀk/√d (vᵀq/√d) the model computes from content.
+// The gates travel with their tokens: translation invariance holds when the content moves with
+// the positions (content_shift_invariance), not for fixed content.
+#include <boost/hana/define_struct.hpp>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "grape/check/causal_bias_laws.hpp"
+#include "grape/check/paper_reference.hpp"
+#include "grape/detail/random.hpp"
+#include "grape/detail/validate.hpp"
+#include "grape/encoding.hpp"
+#include "grape/encodings/alibi.hpp"
+#include "grape/group/translation.hpp"
+#include "grape/inject/score_bias.hpp"
+
+namespace grape {
+
+struct gated_linear_bias {
+  int num_heads = 0;
+  std::int64_t length = 0;
+  std::vector<double> omega;       // [heads]: softplus(ω̃_h)·slope_h
+  std::vector<double> key_gate;    // [heads, length]: softplus(z_k)
+  std::vector<double> query_gate;  // [heads, length], or empty (key-gated)
+
+  int heads() const { return num_heads; }
+  double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
+    return bias_with_content(h, m[0], n[0], 0);
+  }
+  /// The bias with the gate sequence moved so that position origin + ℓ carries gate ℓ.
+  double bias_with_content(int h, std::int64_t m, std::int64_t n, std::int64_t origin) const {
+    if (n > m) return -std::numeric_limits<double>::infinity();
+    const std::int64_t i = m - origin, j = n - origin;
+    if (j < 0 || i >= length)
+      throw input_error(fmt::format("position: ({}, {}) is outside the gate sequence [{}, {})", m, n, origin, origin + length));
+    double rate = key_gate[h * length + j];
+    if (!query_gate.empty()) rate += query_gate[h * length + i];
+    return -static_cast<double>(m - n) * omega[h] * rate;
+  }
+};
+
+namespace detail {
+
+/// softplus(x) = log(1 + eˣ), without overflow for large x.
+inline double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+
+/// ω̃ whose softplus is 1: the reference's initial value.
+inline double unit_softplus_logit() { return std::log(std::expm1(1.0)); }
+
+/// softplus of each logit, validated: [heads, length] with the length the first one set.
+inline std::vector<double> gate_values(std::string_view field, const std::vector<double>& logits, int heads,
+                                       std::int64_t& length) {
+  if (logits.empty() || logits.size() % heads != 0 || (length && static_cast<std::int64_t>(logits.size()) != heads * length))
+    throw input_error(fmt::format("{}: must hold heads x length values (got {})", field, logits.size()));
+  length = static_cast<std::int64_t>(logits.size()) / heads;
+  std::vector<double> g(logits.size());
+  for (std::size_t k = 0; k < logits.size(); ++k) {
+    require_finite(fmt::format("{}[{}]", field, k), logits[k]);
+    g[k] = softplus(logits[k]);
+  }
+  return g;
+}
+
+inline gated_linear_bias make_gated_linear_bias(int heads, const std::vector<double>& omega_logits,
+                                                const std::vector<double>& key_gate_logits,
+                                                const std::vector<double>* query_gate_logits) {
+  require_count("heads", heads);
+  if (!omega_logits.empty() && static_cast<int>(omega_logits.size()) != heads)
+    throw input_error(fmt::format("omega_logits: must hold heads = {} values or none (got {})", heads, omega_logits.size()));
+  gated_linear_bias b{heads, 0, alibi_slopes(heads), {}, {}};
+  for (int h = 0; h < heads; ++h) {
+    const double w = omega_logits.empty() ? unit_softplus_logit() : omega_logits[h];
+    require_finite(fmt::format("omega_logits[{}]", h), w);
+    b.omega[h] *= softplus(w);
+  }
+  b.key_gate = gate_values("key_gate_logits", key_gate_logits, heads, b.length);
+  if (query_gate_logits) b.query_gate = gate_values("query_gate_logits", *query_gate_logits, heads, b.length);
+  return b;
+}
+
+/// What both gated encodings share: the causal, content-dependent bias over a gate sequence.
+struct gated_grape_a : encoding<translation<1>, no_representation, score_bias<gated_linear_bias>> {
+  static constexpr law_set claims = law::group | law::content_shift_invariance | law::reference_agreement;
+  using extra_laws = law_list<causal_mask_law, nonpositive_bias_law>;
+  static constexpr std::int64_t position_limit = 256;
+  static constexpr std::string_view position_limit_reason =
+      "the gate sequence random_params draws covers positions 0..511 (shifts included)";
+  static constexpr bool signed_positions = false;  // gate ℓ belongs to token ℓ >= 0
+};
+
+}  // namespace detail
+
+struct grape_a_key_gated final : detail::gated_grape_a {
+  static constexpr std::string_view name = "grape_a_key_gated";
+  static constexpr std::string_view summary =
+      "GRAPE-A key-gated: bias -(m-n)*softplus(w_h)*slope_h*softplus(z_k(n)), per-token key gates (causal)";
+
+  struct params {
+    /// omega_logits: [heads] ω̃ (empty: softplus(ω̃) = 1, the reference's init);
+    /// key_gate_logits: [heads, length] z_k = uᵀk/√d per token.
+    BOOST_HANA_DEFINE_STRUCT(params, (int, heads), (int, head_dim), (std::vector<double>, omega_logits),
+                             (std::vector<double>, key_gate_logits));
+  };
+  static params default_params() {
+    std::mt19937_64 rng(1);
+    return {8, 64, {}, detail::normal_vector(rng, 8 * 2 * position_limit)};
+  }
+  static params random_params(std::mt19937_64& rng) {
+    const int heads = std::uniform_int_distribution<int>(1, 8)(rng);
+    return {heads, 4, detail::normal_vector(rng, heads), detail::normal_vector(rng, heads * 2 * position_limit, 2.0)};
+  }
+  static instance make(const params& p) {
+    detail::require_count("head_dim", p.head_dim);
+    return {detail::make_gated_linear_bias(p.heads, p.omega_logits, p.key_gate_logits, nullptr), p.head_dim};
+  }
+  static double reference_bias(const params& p, int h, std::int64_t m, std::int64_t n) {
+    const std::int64_t length = static_cast<std::int64_t>(p.key_gate_logits.size()) / p.heads;
+    const double w = p.omega_logits.empty() ? std::log(std::exp(1.0) - 1.0) : p.omega_logits[h];
+    return reference::grape_a_gated_bias(reference::alibi_slopes(p.heads)[h], w, p.key_gate_logits[h * length + n],
+                                         std::nullopt, m, n);
+  }
+};
+
+struct grape_a_qk_gated final : detail::gated_grape_a {
+  static constexpr std::string_view name = "grape_a_qk_gated";
+  static constexpr std::string_view summary =
+      "GRAPE-A query+key-gated: bias -(m-n)*softplus(w_h)*slope_h*(softplus(z_q(m)) + softplus(z_k(n))) (causal)";
+
+  struct params {
+    /// As grape_a_key_gated, plus query_gate_logits: [heads, length] z_q = vᵀq/√d per token.
+    BOOST_HANA_DEFINE_STRUCT(params, (int, heads), (int, head_dim), (std::vector<double>, omega_logits),
+                             (std::vector<double>, key_gate_logits), (std::vector<double>, query_gate_logits));
+  };
+  static params default_params() {
+    std::mt19937_64 rng(1);
+    auto k = detail::normal_vector(rng, 8 * 2 * position_limit);
+    return {8, 64, {}, std::move(k), detail::normal_vector(rng, 8 * 2 * position_limit)};
+  }
+  static params random_params(std::mt19937_64& rng) {
+    const int heads = std::uniform_int_distribution<int>(1, 8)(rng);
+    auto w = detail::normal_vector(rng, heads);
+    auto k = detail::normal_vector(rng, heads * 2 * position_limit, 2.0);
+    return {heads, 4, std::move(w), std::move(k), detail::normal_vector(rng, heads * 2 * position_limit, 2.0)};
+  }
+  static instance make(const params& p) {
+    detail::require_count("head_dim", p.head_dim);
+    return {detail::make_gated_linear_bias(p.heads, p.omega_logits, p.key_gate_logits, &p.query_gate_logits),
+            p.head_dim};
+  }
+  static double reference_bias(const params& p, int h, std::int64_t m, std::int64_t n) {
+    const std::int64_t length = static_cast<std::int64_t>(p.key_gate_logits.size()) / p.heads;
+    const double w = p.omega_logits.empty() ? std::log(std::exp(1.0) - 1.0) : p.omega_logits[h];
+    return reference::grape_a_gated_bias(reference::alibi_slopes(p.heads)[h], w, p.key_gate_logits[h * length + n],
+                                         p.query_gate_logits[h * length + m], m, n);
+  }
+};
+
+}  // namespace grape

@@ -1,0 +1,135 @@
+#pragma once
+// grape_ap_relative: the GRAPE paper's path-integral bias (GRAPE-AP v1) with both sides rotated,
+//   b_h(m, n) = Σ_{ℓ=n+1..m} slope_h·log σ(⟨R(m)p_m, R(ℓ)p̂_ℓ⟩/P) = Σ slope_h·log σ(⟨p_m, R(ℓ − m)p̂_ℓ⟩/P)
+// for n <= m (causal; n > m is masked, −∞): p is a per-token projection [heads, length, P],
+// p̂ = p/√(mean(p²) + eps), R(φ) the authors' half-split rotation by φ radians on every plane (their
+// rotary with base 1) and slope_h ALiBi's. Each term depends on the content and on ℓ − m only, so
+// the bias is translation invariant when the content moves with the positions. The authors' code
+// rotates only p̂_ℓ, by its absolute index ℓ; that transcription (examples/grape_ap_reference.hpp)
+// fails the law, with the counterexample in docs/grape-paper.md.
+// Memory is O(T·P): the terms are summed on demand, never held as a T×T matrix.
+#include <boost/hana/define_struct.hpp>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "grape/check/causal_bias_laws.hpp"
+#include "grape/check/paper_reference.hpp"
+#include "grape/detail/random.hpp"
+#include "grape/detail/validate.hpp"
+#include "grape/encoding.hpp"
+#include "grape/encodings/alibi.hpp"
+#include "grape/group/translation.hpp"
+#include "grape/inject/score_bias.hpp"
+
+namespace grape {
+
+/// The path-integral bias's data and its term; the phase of each term is the caller's choice
+/// (ℓ − m here; the reference's ℓ in the example).
+struct path_integral_bias {
+  int num_heads = 0;
+  std::int64_t length = 0;
+  int dim = 0;                  // P, even
+  std::vector<double> slopes;   // [heads]
+  std::vector<double> rows;     // [heads, length, P]: p, the row side, as given
+  std::vector<double> keys;     // [heads, length, P]: p̂, RMS-normalised
+
+  int heads() const { return num_heads; }
+  double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
+    return bias_with_content(h, m[0], n[0], 0);
+  }
+  /// The bias with the content moved so that position origin + ℓ carries token ℓ.
+  double bias_with_content(int h, std::int64_t m, std::int64_t n, std::int64_t origin) const {
+    if (n > m) return -std::numeric_limits<double>::infinity();
+    require_in_sequence(m, n, origin);
+    double sum = 0;
+    for (std::int64_t l = n + 1; l <= m; ++l) sum += term(h, m - origin, l - origin, static_cast<double>(l - m));
+    return sum;
+  }
+  void require_in_sequence(std::int64_t m, std::int64_t n, std::int64_t origin) const {
+    if (n < origin || m >= origin + length)
+      throw input_error(fmt::format("position: ({}, {}) is outside the token sequence [{}, {})", m, n, origin, origin + length));
+  }
+  /// slope_h·log σ(⟨p_i, R(φ)p̂_ℓ⟩/P) for the tokens i (row) and ℓ (key) of the sequence.
+  double term(int h, std::int64_t i, std::int64_t l, double phi) const {
+    const double* x = rows.data() + (h * length + i) * dim;
+    const double* y = keys.data() + (h * length + l) * dim;
+    const double c = std::cos(phi), s = std::sin(phi);
+    double dot = 0;
+    for (int k = 0; k < dim / 2; ++k) {  // R(φ)y, the reference's sign: y1 c + y2 s, −y1 s + y2 c
+      dot += x[k] * (y[k] * c + y[k + dim / 2] * s) + x[k + dim / 2] * (-y[k] * s + y[k + dim / 2] * c);
+    }
+    const double z = dot / dim;
+    return slopes[h] * (z < 0 ? z - std::log1p(std::exp(z)) : -std::log1p(std::exp(-z)));  // log σ(z), stable
+  }
+};
+
+namespace detail {
+
+/// p as given on the row side, p̂ = p/√(mean(p²) + eps) on the key side; validated.
+inline path_integral_bias make_path_integral_bias(int heads, int p_dim, double norm_eps,
+                                                  const std::vector<double>& projections) {
+  require_count("heads", heads);
+  require_even("p_dim", p_dim);
+  require_finite("norm_eps", norm_eps);
+  if (norm_eps < 0) throw input_error(fmt::format("norm_eps: must be >= 0 (got {})", norm_eps));
+  const std::size_t per_token = static_cast<std::size_t>(heads) * p_dim;
+  if (projections.empty() || projections.size() % per_token != 0)
+    throw input_error(fmt::format("projections: must hold heads x length x p_dim values (got {})", projections.size()));
+  path_integral_bias b{heads, static_cast<std::int64_t>(projections.size() / per_token), p_dim,
+                       alibi_slopes(heads), projections, projections};
+  for (std::size_t t = 0; t < projections.size(); t += p_dim) {
+    double mean_square = 0;
+    for (int k = 0; k < p_dim; ++k) {
+      require_finite(fmt::format("projections[{}]", t + k), projections[t + k]);
+      mean_square += projections[t + k] * projections[t + k];
+    }
+    const double scale = 1.0 / std::sqrt(mean_square / p_dim + norm_eps);
+    if (!std::isfinite(scale))
+      throw input_error(fmt::format("projections: token {} is zero and norm_eps is 0", t / p_dim));
+    for (int k = 0; k < p_dim; ++k) b.keys[t + k] *= scale;
+  }
+  return b;
+}
+
+}  // namespace detail
+
+struct grape_ap_relative final : encoding<translation<1>, no_representation, score_bias<path_integral_bias>> {
+  static constexpr std::string_view name = "grape_ap_relative";
+  static constexpr std::string_view summary =
+      "GRAPE-AP path integral, both sides rotated: sum_{n<l<=m} slope_h*log sigmoid(<p_m, R(l-m) p^_l>/P) (causal)";
+  static constexpr law_set claims = law::group | law::content_shift_invariance | law::reference_agreement;
+  using extra_laws = law_list<causal_mask_law, nonpositive_bias_law, monotone_path_law>;
+  static constexpr std::int64_t position_limit = 256;
+  static constexpr std::string_view position_limit_reason =
+      "the token sequence random_params draws covers positions 0..511 (shifts included)";
+  static constexpr bool signed_positions = false;  // token ℓ sits at position ℓ >= 0
+
+  struct params {
+    /// projections: [heads, length, p_dim] p per token; norm_eps: the RMS normalisation's eps.
+    BOOST_HANA_DEFINE_STRUCT(params, (int, heads), (int, head_dim), (int, p_dim), (double, norm_eps),
+                             (std::vector<double>, projections));
+  };
+  static params default_params() {
+    std::mt19937_64 rng(1);
+    return {8, 128, 8, 1e-6, detail::normal_vector(rng, 8 * 2 * position_limit * 8)};
+  }
+  static params random_params(std::mt19937_64& rng) {
+    const int heads = std::uniform_int_distribution<int>(1, 4)(rng);
+    const int p_dim = detail::pick(rng, {2, 4, 8});
+    return {heads, 4, p_dim, 1e-6, detail::normal_vector(rng, heads * 2 * position_limit * p_dim)};
+  }
+  static instance make(const params& p) {
+    detail::require_count("head_dim", p.head_dim);
+    return {detail::make_path_integral_bias(p.heads, p.p_dim, p.norm_eps, p.projections), p.head_dim};
+  }
+  static double reference_bias(const params& p, int h, std::int64_t m, std::int64_t n) {
+    const std::int64_t length = static_cast<std::int64_t>(p.projections.size()) / (p.heads * p.p_dim);
+    return reference::grape_ap_bias(p.projections, length, p.p_dim, p.norm_eps, reference::alibi_slopes(p.heads)[h],
+                                    h, m, n, /*rotate_rows=*/true);
+  }
+};
+
+}  // namespace grape
