@@ -13,6 +13,7 @@
 
 #include "grape/check/attention_call.hpp"
 #include "grape/check/builtin_laws.hpp"
+#include "grape/check/kernel_laws.hpp"
 #include "grape/check/trial.hpp"
 
 namespace grape::detail {
@@ -24,16 +25,12 @@ constexpr bool runs_attention = [] {
   else return false;
 }();
 
-/// Positions of an attention trial: windows of `span` above a base from the trial's draws.
-struct attention_positions {
-  static constexpr std::int64_t max_len = 24;
-  std::int64_t span = 0, base = 0;
-
-  template <class E>
-  explicit attention_positions(const trial_inputs<E>& t)
-      : span(std::min<std::int64_t>(64, t.limit)), base(std::min(std::abs(t.draw_position()), t.limit - span)) {}
-  std::int64_t len() const { return std::min(max_len, span); }
-};
+/// A random attention call for one trial: sequences of up to 24 tokens, positions in the window
+/// the kernel laws draw (kernel_positions: a base from the trial's draws, 64 positions above it).
+template <class E>
+attention_call<typename E::instance, float> draw_attention_call(trial_inputs<E>& t, const position_draw& p) {
+  return {t.rng, t.instance, encoding_heads(t.instance), std::min<std::int64_t>(24, p.spread), p.base, p.spread};
+}
 
 inline std::string attention_at(const auto& call, std::int64_t shift = 0) {
   return fmt::format("tokens={} heads={}/{} causal={} window={} positions from {}{}", call.total, call.heads,
@@ -53,9 +50,7 @@ struct attention_kernel_law {
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    const attention_positions p(t);
-    attention_call<typename E::instance, float> call(t.rng, t.instance, encoding_heads(t.instance), p.len(), p.base,
-                                                     p.span);
+    auto call = draw_attention_call(t, kernel_positions(t));
     cpu::attention(call.inst, call.args);
     const attention_comparison c = call.compare();
     return judge(attention_at(call), c.worst, 0.0, c.worst, c.bound, "max |output − float64 reference|");
@@ -73,10 +68,9 @@ struct attention_shift_law {
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    const attention_positions p(t);
-    attention_call<typename E::instance, float> call(t.rng, t.instance, encoding_heads(t.instance), p.len(), p.base,
-                                                     p.span);
-    const std::int64_t room = t.limit - p.span - p.base;  // positions stay below the encoding's range
+    const position_draw p = kernel_positions(t);
+    auto call = draw_attention_call(t, p);
+    const std::int64_t room = t.limit - p.spread - p.base;  // positions stay below the encoding's range
     const std::int64_t shift = room > 0 ? 1 + std::min(std::abs(t.draw_position()), room - 1) : 0;
     auto moved = call.shifted(shift);
     cpu::attention(call.inst, call.args);
