@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# The whole test suite: install what is missing, build, run every test (ctest), then the same
-# tests under AddressSanitizer + UndefinedBehaviorSanitizer in a second build.
+# The whole test suite: install what is missing, build, run every test (ctest), install the Python
+# package and run its tests (pytest), then the C++ tests under AddressSanitizer +
+# UndefinedBehaviorSanitizer in a second build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
+python=$(bash "$root/scripts/setup_python.sh")
 jobs=${GRAPE_JOBS:-$(nproc)}
 
 # -g1 (line tables: file:line in backtraces and sanitizer reports) instead of -g: full debug info
 # is a third of the compile time of the template-heavy translation units and the tests never read it.
-GRAPE_BUILD_DIR="$root/build" bash "$root/scripts/build.sh" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1"
+GRAPE_BUILD_DIR="$root/build" bash "$root/scripts/build.sh" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" \
+  -DGRAPE_BUILD_PYTHON=ON -DPython_EXECUTABLE="$python"
 ctest --test-dir "$root/build" -j "$jobs" --output-on-failure
+
+# The Python package: `pip install .` from the build tree above (the same options, so nothing is
+# compiled again), then its tests against the installed package.
+echo "grape: the Python package"
+CMAKE_GENERATOR="Unix Makefiles" SKBUILD_BUILD_DIR="$root/build" SKBUILD_CMAKE_BUILD_TYPE=RelWithDebInfo \
+  SKBUILD_CMAKE_DEFINE="GRAPE_BUILD_TESTS=ON;GRAPE_BUILD_BENCH=ON;GRAPE_ENABLE_CUDA=AUTO" \
+  "$python" -m pip install -q --disable-pip-version-check --no-build-isolation "$root"
+(cd "$root/tests/python" && "$python" -m pytest -q -p no:cacheprovider .)
 
 if [ "${GRAPE_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "grape: tests again under ASan + UBSan"

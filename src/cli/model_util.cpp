@@ -40,14 +40,9 @@ evaluated_model evaluate_model(const std::string& path, std::optional<std::int64
   if (allow_builtin) b = builtin_model(path);
   e.desc = b ? *b : model::load_model_config(path);
   if (e.desc.kind != model::encoding_kind::rotary) return e;
-  const auto& s = e.desc.rotary.schedule;
-  std::int64_t len = seq_len.value_or(e.desc.max_position_embeddings > 0
-                                          ? e.desc.max_position_embeddings
-                                          : s.original_max_position_embeddings);
-  if (len < 0) throw input_error(fmt::format("--seq-len: must be >= 0 (got {})", len));
-  e.table = evaluate(s, len, precision);
-  e.spec = make_rotary_spec(e.table, e.desc.rotary.head_dim, e.desc.rotary.rotary_dim,
-                            e.desc.rotary.layout);
+  auto r = model::evaluate_rotary(e.desc, seq_len, precision);
+  e.table = std::move(r.table);
+  e.spec = std::move(r.spec);
   return e;
 }
 

@@ -387,4 +387,16 @@ std::string_view to_string(encoding_kind k) {
   return "?";
 }
 
+evaluated_rotary evaluate_rotary(const model_description& desc, std::optional<std::int64_t> seq_len,
+                                 frequency_precision precision) {
+  const rope_schedule& s = desc.rotary.schedule;
+  const std::int64_t len = seq_len.value_or(desc.max_position_embeddings > 0 ? desc.max_position_embeddings
+                                                                             : s.original_max_position_embeddings);
+  if (len < 0) throw input_error(fmt::format("seq_len: must be >= 0 (got {})", len));
+  evaluated_rotary r;
+  r.table = evaluate(s, len, precision);
+  r.spec = make_rotary_spec(r.table, desc.rotary.head_dim, desc.rotary.rotary_dim, desc.rotary.layout);
+  return r;
+}
+
 }  // namespace grape::model

@@ -3,6 +3,7 @@
 // its schedule), ALiBi slopes, or T5 relative buckets, plus the sizes the KV-cache estimate needs.
 // Field spellings handled: docs/models.md. Bad input: grape::input_error naming file and field.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,5 +59,15 @@ model_description parse_model_config(std::string_view text, const std::string& f
 model_description load_model_config(const std::string& path);
 
 std::string_view to_string(encoding_kind k);
+
+/// A rotary model's table and kernel parameters at `seq_len` (default: max_position_embeddings, or
+/// the original context if that is all the config states). What inspect, apply, plot and the
+/// Python module's from_config evaluate.
+struct evaluated_rotary {
+  schedule_table table;
+  rotary_spec spec;
+};
+evaluated_rotary evaluate_rotary(const model_description& desc, std::optional<std::int64_t> seq_len,
+                                 frequency_precision precision);
 
 }  // namespace grape::model

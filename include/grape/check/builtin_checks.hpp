@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "grape/builtins.hpp"
+#include "grape/check/builtin_list.hpp"
 #include "grape/check/checker.hpp"
 #include "grape/encodings/rotary_table.hpp"
 
@@ -31,7 +32,4 @@ GRAPE_DECLARE_CHECK(grape_a_qk_gated)
 GRAPE_DECLARE_CHECK(grape_ap_relative)
 GRAPE_DECLARE_CHECK(rotary_table<layout_kind::half_split>)
 GRAPE_DECLARE_CHECK(rotary_table<layout_kind::interleaved>)
-
-/// Checks a built-in by name with random parameters; throws input_error for an unknown name.
-check_report check_builtin(std::string_view name, const check_options& options = {});
 }  // namespace grape

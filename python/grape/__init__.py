@@ -1,0 +1,88 @@
+"""grape: position encodings as a group, a representation and an injection point.
+
+The C++ library's checker and CPU kernels, on NumPy arrays and PyTorch tensors (no copies):
+
+    import grape
+    grape.list()                                   # the built-ins and the laws they claim
+    report = grape.check("rope", trials=100, seed=1)
+    enc = grape.from_config("config.json")         # a model's exact rotary encoding
+    q_rot, k_rot = grape.rotate_qk(q, k, positions=pos, encoding=enc)
+
+Bad input raises grape.GrapeError (a ValueError) with one line naming the argument.
+`grape.torch` has autograd wrappers (gradients for q, k and the frequencies).
+"""
+import json as _json
+import os as _os
+
+from ._grape import AlibiEncoding, GrapeError, RotaryEncoding, T5Encoding, rope, rotary
+from . import _grape
+from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, list
+
+__all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
+           "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
+           "rotate_qk_backward", "inv_freq_grad"]
+
+
+def from_config(config, seq_len=None, precision="float64"):
+    """The encoding a Hugging Face style config builds: a path to config.json or the parsed dict.
+
+    Rotary models give a RotaryEncoding (its table evaluated at seq_len, default the config's
+    max_position_embeddings), ALiBi models an AlibiEncoding, T5 models a T5Encoding.
+    precision: "float64" (the formulas in float64) or "float32_reference" (the reference's float32
+    table, as transformers computes it).
+    """
+    if isinstance(config, dict):
+        return _grape._config_from_text(_json.dumps(config), "<dict>", seq_len, precision)
+    if isinstance(config, (str, _os.PathLike)):
+        return _grape._config_from_file(_os.fspath(config), seq_len, precision)
+    raise TypeError("grape: from_config: config must be a path or a dict (got %s)" % type(config).__name__)
+
+
+def _empty_like(x):
+    """A new array or tensor with x's dtype, shape and strides (the kernels address in and out alike)."""
+    if hasattr(x, "new_empty_strided"):  # torch
+        return x.new_empty_strided(x.size(), x.stride())
+    import numpy as np
+    if x.size == 0 or min(x.strides, default=0) < 0:
+        return np.empty_like(x)  # (negative strides: the kernel call refuses x itself)
+    span = x.itemsize + sum((n - 1) * s for n, s in zip(x.shape, x.strides))
+    return np.lib.stride_tricks.as_strided(np.empty(span // x.itemsize, x.dtype), x.shape, x.strides)
+
+
+def _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads, out, backward):
+    if not isinstance(encoding, RotaryEncoding):
+        raise TypeError("grape: encoding: must be a grape.RotaryEncoding (grape.rope, grape.rotary or "
+                        "grape.from_config), got %s" % type(encoding).__name__)
+    if out is None:
+        q_out = None if q is None else _empty_like(q)
+        k_out = None if k is None else _empty_like(k)
+    else:
+        q_out, k_out = out
+    _grape._rotate_qk(encoding, q, q_out, k, k_out, positions, offsets, cu_seqlens, max_position, threads,
+                      backward)
+    return q_out, k_out
+
+
+def rotate_qk(q, k, encoding, positions=None, offsets=None, cu_seqlens=None, max_position=None, threads=0,
+              out=None):
+    """Rotates q and k ([tokens, heads, dim] or [batch, seq, heads, dim], float32/float16/bfloat16,
+    channels contiguous) by the encoding's angles with exact phases, float32 arithmetic.
+
+    positions: int32/int64 [num_axes x tokens] position ids; offsets: int64 [batch], position =
+    offsets[b] + s; neither: position = s. cu_seqlens: int64 [batch + 1] for packed sequences.
+    q or k may be None. out: (q_out, k_out) to write into (same dtype, shape and strides; may be
+    q and k themselves), else new arrays. Returns (q_out, k_out).
+    """
+    return _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads, out, False)
+
+
+def rotate_qk_backward(grad_q, grad_k, encoding, positions=None, offsets=None, cu_seqlens=None, threads=0,
+                       out=None):
+    """dL/dq and dL/dk from dL/d(rotated q) and dL/d(rotated k): the rotation by minus the angle."""
+    return _call(grad_q, grad_k, encoding, positions, offsets, cu_seqlens, None, threads, out, True)
+
+
+def inv_freq_grad(q, k, grad_q, grad_k, encoding, positions=None, offsets=None, cu_seqlens=None, threads=0):
+    """dL/d inv_freq[i] (float64 list, rotary_dim / 2 values), summed over tokens and heads: q and k
+    are the forward inputs, grad_q and grad_k dL/d(rotated q and k) with the same strides."""
+    return _grape._inv_freq_grad(encoding, q, grad_q, k, grad_k, positions, offsets, cu_seqlens, threads)

@@ -1,0 +1,115 @@
+"""grape.list() and grape.check(): the registry and the law checker, run by the grape CLI that the
+package carries (grape/bin/grape), so a check runs in its own process (see python/CMakeLists.txt)."""
+import dataclasses
+import json
+import os
+import subprocess
+from typing import List, Optional
+
+from ._grape import GrapeError
+
+
+def cli_path():
+    """The grape executable: $GRAPE_CLI, else the one installed in this package."""
+    path = os.environ.get("GRAPE_CLI") or os.path.join(os.path.dirname(__file__), "bin", "grape")
+    if not os.access(path, os.X_OK):
+        raise GrapeError("grape CLI not found at %s (reinstall the package, or set GRAPE_CLI)" % path)
+    return path
+
+
+def _run(args):
+    """Runs the CLI; a bad argument (exit 2) raises GrapeError with its one-line message."""
+    done = subprocess.run([cli_path()] + args, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        lines = done.stderr.strip().splitlines() or ["grape %s exited %d" % (" ".join(args), done.returncode)]
+        raise GrapeError(lines[-1])
+    return json.loads(done.stdout)
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltinInfo:
+    name: str
+    summary: str
+    group: str
+    injection: str
+    claims: List[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Counterexample:
+    positions: str
+    lhs: float
+    rhs: float
+    error: float
+    tolerance: float
+    what: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LawResult:
+    name: str
+    formula: str
+    claimed: bool
+    holds: bool
+    trials: int
+    tolerance: str
+    counterexample: Optional[Counterexample]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckReport:
+    encoding: str
+    summary: str
+    parameters: str
+    positions: str
+    reference: str
+    notes: List[str]
+    seed: int
+    trials: int
+    laws: List[LawResult]
+
+    @property
+    def passed(self):
+        """Every claimed law holds."""
+        return all(law.holds for law in self.laws if law.claimed)
+
+    def law(self, name):
+        """The row of one law, by name."""
+        for law in self.laws:
+            if law.name == name:
+                return law
+        raise KeyError(name)
+
+    def __str__(self):
+        rows = ["%s: %s" % (self.encoding, "passed" if self.passed else "FAILED")]
+        for law in self.laws:
+            state = "holds" if law.holds else "DOES NOT HOLD"
+            rows.append("  %-26s %-9s %s" % (law.name, "claimed" if law.claimed else "", state))
+            if law.counterexample is not None:
+                c = law.counterexample
+                rows.append("    counterexample %s: %s = %r vs %r (error %.3g > %.3g)"
+                            % (c.positions, c.what, c.lhs, c.rhs, c.error, c.tolerance))
+        return "\n".join(rows)
+
+
+def list():  # noqa: A001 (the API's name)
+    """Every built-in encoding with the laws it claims."""
+    return [BuiltinInfo(e["name"], e["summary"], e["group"], e["injection"], e["claims"])
+            for e in _run(["list", "--json"])]
+
+
+def check(name, trials=100, seed=1, max_position=None):
+    """Checks a built-in's laws with random parameters; the same seed gives the same report."""
+    args = ["check", str(name), "--json", "--trials", str(int(trials)), "--seed", str(int(seed))]
+    if max_position is not None:
+        args += ["--max-position", str(int(max_position))]
+    j = _run(args)
+    laws = []
+    for r in j["laws"]:
+        c = r.get("counterexample")
+        example = None if c is None else Counterexample(c["positions"], c["lhs"], c["rhs"], c["error"],
+                                                        c["tolerance"], c["what"])
+        laws.append(LawResult(r["law"], r["formula"], r["claimed"], r["holds"], r["trials"], r["tolerance"],
+                              example))
+    return CheckReport(j["encoding"], j["summary"], j["parameters"], j["positions"], j["reference"], j["notes"],
+                       j["seed"], j["trials"], laws)

@@ -1,0 +1,171 @@
+// grape.rope / grape.rotary / grape.from_config and the encoding classes they return.
+#include "encodings.hpp"
+
+#include <fmt/format.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <optional>
+
+#include "grape/detail/error.hpp"
+#include "model/model_config.hpp"
+
+namespace grape::python {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+layout_kind layout_from(const std::string& name) {
+  if (name == "half_split") return layout_kind::half_split;
+  if (name == "interleaved") return layout_kind::interleaved;
+  throw input_error(fmt::format("layout: must be 'half_split' or 'interleaved' (got '{}')", name));
+}
+
+/// A float64 NumPy array that owns a copy of `values`.
+nb::ndarray<nb::numpy, double, nb::ndim<1>> numpy_copy(const std::vector<double>& values) {
+  auto* data = new std::vector<double>(values);
+  nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<double>*>(p); });
+  return nb::ndarray<nb::numpy, double, nb::ndim<1>>(data->data(), {data->size()}, owner);
+}
+
+void require_table(const rotary_spec& s) {
+  if (s.rotary_dim <= 0 || s.rotary_dim % 2 != 0 || s.rotary_dim > s.head_dim)
+    throw input_error(fmt::format("rotary_dim: must be even, positive and <= head_dim {} (got {})", s.head_dim,
+                                  s.rotary_dim));
+  if (static_cast<int>(s.inv_freq.size()) != s.rotary_dim / 2)
+    throw input_error(fmt::format("inv_freq: must hold rotary_dim / 2 = {} values (got {})", s.rotary_dim / 2,
+                                  s.inv_freq.size()));
+  for (double f : s.inv_freq)
+    if (!std::isfinite(f)) throw input_error("inv_freq: every value must be finite");
+  if (!std::isfinite(s.attention_factor) || s.attention_factor <= 0)
+    throw input_error(fmt::format("attention_factor: must be finite and > 0 (got {})", s.attention_factor));
+}
+
+rotary_encoding make_rope(int head_dim, double base, std::optional<int> rotary_dim, const std::string& layout,
+                          double attention_factor) {
+  if (!(base > 1.0) || !std::isfinite(base)) throw input_error(fmt::format("base: must be > 1 (got {})", base));
+  rotary_encoding e;
+  e.spec.head_dim = head_dim;
+  e.spec.rotary_dim = rotary_dim.value_or(head_dim);
+  e.spec.layout = layout_from(layout);
+  e.spec.attention_factor = attention_factor;
+  if (e.spec.rotary_dim > 0 && e.spec.rotary_dim % 2 == 0) e.spec.inv_freq = rope_inv_freq(e.spec.rotary_dim, base);
+  require_table(e.spec);
+  e.label = fmt::format("rope(head_dim={}, base={}, rotary_dim={}, layout={})", head_dim, base, e.spec.rotary_dim,
+                        layout);
+  e.schedule = "default RoPE table 1 / base^(2i/d), float64";
+  return e;
+}
+
+rotary_encoding make_rotary(std::vector<double> inv_freq, std::optional<int> head_dim, const std::string& layout,
+                            double attention_factor) {
+  rotary_encoding e;
+  e.spec.rotary_dim = static_cast<int>(2 * inv_freq.size());
+  e.spec.head_dim = head_dim.value_or(e.spec.rotary_dim);
+  e.spec.layout = layout_from(layout);
+  e.spec.attention_factor = attention_factor;
+  e.spec.inv_freq = std::move(inv_freq);
+  require_table(e.spec);
+  e.label = fmt::format("rotary(inv_freq[{}], head_dim={}, layout={})", e.spec.inv_freq.size(), e.spec.head_dim,
+                        layout);
+  e.schedule = "explicit frequency table";
+  return e;
+}
+
+nb::object from_model(const model::model_description& d, std::optional<std::int64_t> seq_len,
+                      const std::string& precision) {
+  frequency_precision p;
+  if (precision == "float64")
+    p = frequency_precision::float64;
+  else if (precision == "float32_reference")
+    p = frequency_precision::float32_reference;
+  else
+    throw input_error(fmt::format("precision: must be 'float64' or 'float32_reference' (got '{}')", precision));
+  switch (d.kind) {
+    case model::encoding_kind::rotary: {
+      const auto r = model::evaluate_rotary(d, seq_len, p);
+      rotary_encoding e{r.spec, d.file, ""};
+      e.schedule = fmt::format("{} schedule (from {}), table at seq_len {} in {}{}",
+                               to_string(d.rotary.schedule.type),
+                               d.rotary.source.empty() ? "no schedule field" : d.rotary.source, r.table.seq_len,
+                               to_string(r.table.precision), r.table.scaled ? ", scaled" : "");
+      return nb::cast(std::move(e));
+    }
+    case model::encoding_kind::alibi: return nb::cast(alibi_encoding{d.alibi.slopes, d.file});
+    case model::encoding_kind::t5:
+      return nb::cast(t5_encoding{d.t5.num_buckets, d.t5.max_distance, !d.t5.is_decoder, d.file});
+  }
+  throw input_error("unknown encoding kind");
+}
+
+std::string describe(const rotary_encoding& e) {
+  return fmt::format("{}: rotary, {} of {} channels rotated ({} layout), attention_factor {}, {}", e.label,
+                     e.spec.rotary_dim, e.spec.head_dim, math::layout_name(e.spec.layout), e.spec.attention_factor,
+                     e.schedule);
+}
+
+}  // namespace
+
+void bind_encodings(nb::module_& m) {
+  nb::class_<rotary_encoding>(m, "RotaryEncoding",
+                              "A rotary encoding's kernel parameters: plane i turns by position * inv_freq[i].")
+      .def_prop_ro("inv_freq", [](const rotary_encoding& e) { return numpy_copy(e.spec.inv_freq); },
+                   nb::rv_policy::automatic, "theta_i in radians per position (float64, rotary_dim / 2 values)")
+      .def_prop_ro("attention_factor", [](const rotary_encoding& e) { return e.spec.attention_factor; },
+                   "multiplies cos and sin (YaRN, LongRoPE)")
+      .def_prop_ro("layout", [](const rotary_encoding& e) { return std::string(math::layout_name(e.spec.layout)); },
+                   "'half_split' (plane i = channels i, i + d/2) or 'interleaved' (2i, 2i + 1)")
+      .def_prop_ro("rotary_dim", [](const rotary_encoding& e) { return e.spec.rotary_dim; })
+      .def_prop_ro("head_dim", [](const rotary_encoding& e) { return e.spec.head_dim; })
+      .def_prop_ro("num_axes", [](const rotary_encoding& e) { return e.spec.num_axes; })
+      .def("with_inv_freq",
+           [](const rotary_encoding& e, std::vector<double> inv_freq) {
+             rotary_encoding r = e;
+             r.spec.inv_freq = std::move(inv_freq);
+             require_table(r.spec);
+             r.schedule = "explicit frequency table";
+             return r;
+           },
+           "inv_freq"_a, "The same encoding with another frequency table (e.g. learned frequencies).")
+      .def("describe", &describe)
+      .def("__repr__", &describe);
+
+  nb::class_<alibi_encoding>(m, "AlibiEncoding", "ALiBi: bias -slope_h * |i - j| per head.")
+      .def_prop_ro("slopes", [](const alibi_encoding& e) { return numpy_copy(e.slopes); }, nb::rv_policy::automatic)
+      .def("describe", [](const alibi_encoding& e) { return fmt::format("{}: ALiBi, {} heads", e.label, e.slopes.size()); })
+      .def("__repr__", [](const alibi_encoding& e) { return fmt::format("AlibiEncoding({} heads)", e.slopes.size()); });
+
+  nb::class_<t5_encoding>(m, "T5Encoding", "T5 relative-position buckets (learned bias per bucket).")
+      .def_ro("num_buckets", &t5_encoding::num_buckets)
+      .def_ro("max_distance", &t5_encoding::max_distance)
+      .def_ro("bidirectional", &t5_encoding::bidirectional)
+      .def("describe",
+           [](const t5_encoding& e) {
+             return fmt::format("{}: T5 buckets, {} buckets, max_distance {}, {}", e.label, e.num_buckets,
+                                e.max_distance, e.bidirectional ? "bidirectional" : "causal");
+           })
+      .def("__repr__", [](const t5_encoding& e) { return fmt::format("T5Encoding({} buckets)", e.num_buckets); });
+
+  m.def("rope", &make_rope, "head_dim"_a, "base"_a = 10000.0, "rotary_dim"_a = nb::none(), "layout"_a = "half_split",
+        "attention_factor"_a = 1.0, "RoPE with the default table 1 / base^(2i/d) (float64).");
+  m.def("rotary", &make_rotary, "inv_freq"_a, "head_dim"_a = nb::none(), "layout"_a = "half_split",
+        "attention_factor"_a = 1.0, "A rotary encoding from an explicit frequency table.");
+  m.def("_config_from_file",
+        [](const std::string& path, std::optional<std::int64_t> seq_len, const std::string& precision) {
+          return from_model(model::load_model_config(path), seq_len, precision);
+        },
+        "path"_a, "seq_len"_a = nb::none(), "precision"_a = "float64");
+  m.def("_config_from_text",
+        [](const std::string& text, const std::string& label, std::optional<std::int64_t> seq_len,
+           const std::string& precision) {
+          return from_model(model::parse_model_config(text, label), seq_len, precision);
+        },
+        "text"_a, "label"_a, "seq_len"_a = nb::none(), "precision"_a = "float64");
+}
+
+}  // namespace grape::python

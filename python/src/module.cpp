@@ -1,0 +1,17 @@
+// grape._grape: the kernels and config reading of the Python package (python/grape/ is the Python
+// side; grape.check and grape.list run the grape CLI installed next to it).
+#include <nanobind/nanobind.h>
+
+#include "grape/detail/error.hpp"
+
+namespace grape::python {
+void bind_encodings(nanobind::module_& m);
+void bind_rotary(nanobind::module_& m);
+}  // namespace grape::python
+
+NB_MODULE(_grape, m) {
+  // Bad input: grape::input_error's one line, as a ValueError subclass.
+  static nanobind::exception<grape::input_error> error(m, "GrapeError", PyExc_ValueError);
+  grape::python::bind_encodings(m);
+  grape::python::bind_rotary(m);
+}

@@ -1,0 +1,82 @@
+"""grape.torch.rotate_qk's gradients against an independent float64 PyTorch RoPE and its autograd,
+and the frequency gradient against float64 central finite differences."""
+import numpy as np
+import pytest
+import torch
+
+import grape
+from conftest import default_inv_freq
+from grape.torch import rotate_qk
+
+torch.manual_seed(20261204)
+
+
+def rope_torch(x, inv_freq, positions):
+    """Half-split RoPE in float64 torch: what autograd differentiates independently of grape."""
+    angle = positions.double()[:, None] * inv_freq.double()[None, :]  # [tokens, planes]
+    cos, sin = torch.cos(angle)[:, None, :], torch.sin(angle)[:, None, :]
+    half = inv_freq.numel()
+    a, b = x[..., :half].double(), x[..., half:2 * half].double()
+    return torch.cat([a * cos - b * sin, a * sin + b * cos, x[..., 2 * half:].double()], dim=-1)
+
+
+def loss_of(q_rot, k_rot, wq, wk):
+    return (q_rot.double() * wq).sum() + (k_rot.double() * wk).sum()
+
+
+def test_q_and_k_gradients_match_float64_autograd():
+    enc = grape.rope(head_dim=32, rotary_dim=24)
+    positions = torch.tensor([0, 3, 9, 70000, 5], dtype=torch.int64)
+    q = torch.randn(5, 4, 32, requires_grad=True)
+    k = torch.randn(5, 2, 32, requires_grad=True)
+    wq, wk = torch.randn(5, 4, 32, dtype=torch.float64), torch.randn(5, 2, 32, dtype=torch.float64)
+    loss_of(*rotate_qk(q, k, enc, positions=positions), wq, wk).backward()
+
+    q64 = q.detach().double().requires_grad_()
+    k64 = k.detach().double().requires_grad_()
+    theta = torch.tensor(default_inv_freq(24))
+    loss_of(rope_torch(q64, theta, positions), rope_torch(k64, theta, positions), wq, wk).backward()
+    torch.testing.assert_close(q.grad.double(), q64.grad, atol=1e-5, rtol=0)
+    torch.testing.assert_close(k.grad.double(), k64.grad, atol=1e-5, rtol=0)
+
+
+def test_learned_frequencies_get_their_gradient():
+    d = 16
+    theta = torch.tensor(default_inv_freq(d), dtype=torch.float64, requires_grad=True)
+    enc = grape.rope(head_dim=d)
+    positions = torch.arange(12, dtype=torch.int64) * 3
+    q, k = torch.randn(12, 3, d), torch.randn(12, 1, d)
+    wq, wk = torch.randn(12, 3, d, dtype=torch.float64), torch.randn(12, 1, d, dtype=torch.float64)
+    loss_of(*rotate_qk(q, k, enc, positions=positions, inv_freq=theta), wq, wk).backward()
+    assert theta.grad.dtype == torch.float64 and theta.grad.shape == (d // 2,)
+
+    def reference_loss(t):
+        return loss_of(rope_torch(q, t, positions), rope_torch(k, t, positions), wq, wk).item()
+
+    fd = []
+    for i in range(d // 2):
+        h = 1e-6 * float(theta[i])
+        plus, minus = theta.detach().clone(), theta.detach().clone()
+        plus[i] += h
+        minus[i] -= h
+        fd.append((reference_loss(plus) - reference_loss(minus)) / (2 * h))
+    fd = torch.tensor(fd, dtype=torch.float64)
+    scale = fd.abs().max()
+    torch.testing.assert_close(theta.grad, fd, atol=1e-4 * float(scale), rtol=0)
+
+
+def test_half_precision_tensors_flow_through_autograd():
+    enc = grape.rope(head_dim=16)
+    q = torch.randn(2, 3, 2, 16, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(2, 3, 1, 16, dtype=torch.bfloat16, requires_grad=True)
+    q_rot, k_rot = rotate_qk(q, k, enc, offsets=torch.tensor([0, 40], dtype=torch.int64))
+    (q_rot.float().square().sum() + k_rot.float().square().sum()).backward()
+    # a rotation preserves norms: d/dx |R x|^2 = 2 x (up to bf16 rounding of R x)
+    torch.testing.assert_close(q.grad.float(), 2 * q.detach().float(), atol=0.05, rtol=0.02)
+    assert q.grad.dtype == torch.bfloat16 and k.grad.shape == k.shape
+
+
+def test_wrong_input_raises_value_error_not_a_crash():
+    enc = grape.rope(head_dim=16)
+    with pytest.raises(ValueError, match="dtype must be float32"):
+        rotate_qk(torch.randn(2, 1, 16, dtype=torch.float64), torch.randn(2, 1, 16, dtype=torch.float64), enc)
