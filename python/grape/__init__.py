@@ -14,13 +14,14 @@ Bad input raises grape.GrapeError (a ValueError) with one line naming the argume
 import json as _json
 import os as _os
 
-from ._grape import AlibiEncoding, GrapeError, RotaryEncoding, T5Encoding, rope, rotary
+from ._grape import AlibiEncoding, GrapeError, RotaryEncoding, T5Encoding, alibi_slopes, rope, rotary
 from . import _grape
 from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, list
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
-           "rotate_qk_backward", "inv_freq_grad"]
+           "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
+           "fox_bias", "add_sinusoidal"]
 
 
 def from_config(config, seq_len=None, precision="float64"):
@@ -86,3 +87,45 @@ def inv_freq_grad(q, k, grad_q, grad_k, encoding, positions=None, offsets=None, 
     """dL/d inv_freq[i] (float64 list, rotary_dim / 2 values), summed over tokens and heads: q and k
     are the forward inputs, grad_q and grad_k dL/d(rotated q and k) with the same strides."""
     return _grape._inv_freq_grad(encoding, q, grad_q, k, grad_k, positions, offsets, cu_seqlens, threads)
+
+
+def _float32(x):
+    """A C-contiguous float32 NumPy view or copy of x (a list, an array or a CPU tensor)."""
+    import numpy as np
+    if hasattr(x, "detach"):  # torch
+        x = x.detach().cpu().float().numpy()
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def alibi_bias(slopes, q_len, k_len, q_start=0, k_start=0, threads=0):
+    """ALiBi's tile b_h(i, j) = -slopes[h] * |i - j| for query positions q_start.. and key
+    positions k_start..: float32 [heads, q_len, k_len]. slopes: an AlibiEncoding or per-head values."""
+    if isinstance(slopes, AlibiEncoding):
+        slopes = slopes.slopes
+    return _grape._alibi_tile(_float32(slopes).reshape(-1), q_len, k_len, q_start, k_start, threads)
+
+
+def alibi_slope_grad(grad_tile, q_start=0, k_start=0, threads=0):
+    """dL/dslope_h = sum over the tile of grad_tile[h, i, j] * (-|i - j|), in float64."""
+    return _grape._alibi_slope_grad(_float32(grad_tile), q_start, k_start, threads)
+
+
+def t5_bias(table, q_len, k_len, max_distance=128, bidirectional=True, q_start=0, k_start=0, threads=0):
+    """T5's tile b_h(i, j) = table[bucket(j - i), h], table float32 [num_buckets, heads]."""
+    return _grape._t5_tile(_float32(table), q_len, k_len, max_distance, bidirectional, q_start, k_start, threads)
+
+
+def fox_bias(log_forget, q_len=None, k_len=None, q_start=0, k_start=0, causal_mask_value=float("-inf"),
+             threads=0):
+    """FoX's tile b_h(i, j) = sum_{l=j+1..i} log_forget[h, l] (prefix sums in float64), keys after the
+    query get causal_mask_value. log_forget float32 [heads, seq_len]; default tile: the whole sequence."""
+    lf = _float32(log_forget)
+    seq = lf.shape[-1] if lf.ndim == 2 else 0
+    return _grape._fox_tile(lf, seq if q_len is None else q_len, seq if k_len is None else k_len, q_start, k_start,
+                            causal_mask_value, threads)
+
+
+def add_sinusoidal(x, positions, base=10000.0, threads=0):
+    """x[t] += PE(positions[t]) in place (x float32 [tokens, dim]; PE pairs interleaved, exact phases)."""
+    _grape._add_sinusoidal(x, positions, base, threads)
+    return x

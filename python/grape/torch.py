@@ -1,4 +1,4 @@
-"""grape's rotary kernel as a differentiable PyTorch op.
+"""grape's rotary kernel and ALiBi tile as differentiable PyTorch ops.
 
     from grape.torch import rotate_qk
     q_rot, k_rot = rotate_qk(q, k, encoding, positions=pos)                 # grads for q and k
@@ -51,3 +51,22 @@ def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
     if not k.is_contiguous() and k.stride(-1) != 1:
         k = k.contiguous()
     return _RotateQK.apply(q, k, inv_freq, encoding, positions, offsets)
+
+
+class _AlibiBias(_torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, slopes, q_len, k_len, q_start, k_start):
+        ctx.meta = (q_start, k_start, slopes.dtype, slopes.device)
+        return _torch.from_numpy(_grape.alibi_bias(slopes, q_len, k_len, q_start, k_start)).to(slopes.device)
+
+    @staticmethod
+    def backward(ctx, grad_tile):
+        q_start, k_start, dtype, device = ctx.meta
+        g = _grape.alibi_slope_grad(grad_tile, q_start, k_start)
+        return _torch.tensor(g, dtype=dtype, device=device), None, None, None, None
+
+
+def alibi_bias(slopes, q_len, k_len, q_start=0, k_start=0):
+    """ALiBi's float32 tile [heads, q_len, k_len], differentiable in the slopes (learned ALiBi)."""
+    return _AlibiBias.apply(slopes, q_len, k_len, q_start, k_start)

@@ -7,6 +7,7 @@
 namespace grape::python {
 void bind_encodings(nanobind::module_& m);
 void bind_rotary(nanobind::module_& m);
+void bind_bias(nanobind::module_& m);
 }  // namespace grape::python
 
 NB_MODULE(_grape, m) {
@@ -14,4 +15,5 @@ NB_MODULE(_grape, m) {
   static nanobind::exception<grape::input_error> error(m, "GrapeError", PyExc_ValueError);
   grape::python::bind_encodings(m);
   grape::python::bind_rotary(m);
+  grape::python::bind_bias(m);
 }

@@ -1,13 +1,17 @@
-"""docs/python.md's example runs as written."""
+"""The Python examples in README.md and docs/python.md run as written."""
 import os
 import re
 
-DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
 
-def test_the_api_example_in_docs_python_md_runs(capsys):
-    text = open(DOC, encoding="utf-8").read()
+@pytest.mark.parametrize("doc,printed", [("docs/python.md", "rope(head_dim=64"), ("README.md", "True")])
+def test_the_python_example_runs(doc, printed, capsys, monkeypatch):
+    text = open(os.path.join(ROOT, doc), encoding="utf-8").read()
     block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     assert "grape.rotate_qk" in block
-    exec(compile(block, "docs/python.md", "exec"), {})
-    assert "rope(head_dim=64" in capsys.readouterr().out
+    monkeypatch.chdir(ROOT)  # README's example reads a bundled config by a relative path
+    exec(compile(block, doc, "exec"), {})
+    assert printed in capsys.readouterr().out

@@ -1,0 +1,133 @@
+// Score-bias tiles (ALiBi, T5 buckets, FoX), the ALiBi slope gradient and the sinusoidal
+// embedding, on arrays. The tiles are new float32 NumPy arrays [heads, q_len, k_len].
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <vector>
+
+#include "arrays.hpp"
+#include "cpu/embedding.hpp"
+#include "cpu/score_bias.hpp"
+#include "grape/detail/error.hpp"
+
+namespace grape::python {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using tile_array = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
+
+/// A new float32 [heads, q_len, k_len] array and the tile arguments that address it.
+struct new_tile {
+  tile_array array;
+  cpu::bias_tile tile;
+};
+
+new_tile make_tile(std::int64_t heads, std::int64_t q_start, std::int64_t q_len, std::int64_t k_start,
+                   std::int64_t k_len, int threads) {
+  if (heads < 1 || q_len < 0 || k_len < 0)
+    throw input_error(fmt::format("tile: heads must be >= 1 and lengths >= 0 (got heads={} q_len={} k_len={})", heads,
+                                  q_len, k_len));
+  auto* data = new std::vector<float>(static_cast<std::size_t>(heads * q_len * k_len));
+  nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+  tile_array a(data->data(), {static_cast<std::size_t>(heads), static_cast<std::size_t>(q_len),
+                              static_cast<std::size_t>(k_len)},
+               owner);
+  return {a, cpu::bias_tile{data->data(), heads, q_start, q_len, k_start, k_len, threads}};
+}
+
+/// A contiguous float32 array of exactly `count` values.
+const float* float32_values(const array& a, std::int64_t count, const char* name) {
+  storage_type(a, name);
+  if (a.dtype() != nb::dtype<float>())
+    throw input_error(fmt::format("{}: dtype must be float32", name));
+  std::int64_t expected = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected)
+      throw input_error(fmt::format("{}: must be C-contiguous", name));
+    expected *= static_cast<std::int64_t>(a.shape(i));
+  }
+  if (static_cast<std::int64_t>(a.size()) != count)
+    throw input_error(fmt::format("{}: must hold {} values (got {})", name, count, a.size()));
+  return static_cast<const float*>(a.data());
+}
+
+}  // namespace
+
+void bind_bias(nb::module_& m) {
+  m.def("alibi_slopes", &cpu::alibi_slopes, "heads"_a, "max_bias"_a = 8.0,
+        "ALiBi's slopes for any head count (the exact rule: geometric for a power of two, interleaved otherwise).");
+
+  m.def("_alibi_tile",
+        [](const array& slopes, std::int64_t q_len, std::int64_t k_len, std::int64_t q_start, std::int64_t k_start,
+           int threads) {
+          const std::int64_t heads = static_cast<std::int64_t>(slopes.size());
+          const float* s = float32_values(slopes, heads, "slopes");
+          new_tile t = make_tile(heads, q_start, q_len, k_start, k_len, threads);
+          cpu::alibi_tile(t.tile, s);
+          return t.array;
+        },
+        "slopes"_a, "q_len"_a, "k_len"_a, "q_start"_a, "k_start"_a, "threads"_a, nb::rv_policy::automatic);
+
+  m.def("_alibi_slope_grad",
+        [](const array& grad_tile, std::int64_t q_start, std::int64_t k_start, int threads) {
+          if (grad_tile.ndim() != 3) throw input_error("grad_tile: shape must be [heads, q_len, k_len]");
+          cpu::bias_tile shape{nullptr, static_cast<std::int64_t>(grad_tile.shape(0)), q_start,
+                               static_cast<std::int64_t>(grad_tile.shape(1)), k_start,
+                               static_cast<std::int64_t>(grad_tile.shape(2)), threads};
+          const float* g = float32_values(grad_tile, static_cast<std::int64_t>(grad_tile.size()), "grad_tile");
+          std::vector<double> grad(static_cast<std::size_t>(shape.heads));
+          cpu::alibi_slope_grad(shape, g, grad.data());
+          return grad;
+        },
+        "grad_tile"_a, "q_start"_a, "k_start"_a, "threads"_a);
+
+  m.def("_t5_tile",
+        [](const array& table, std::int64_t q_len, std::int64_t k_len, int max_distance, bool bidirectional,
+           std::int64_t q_start, std::int64_t k_start, int threads) {
+          if (table.ndim() != 2) throw input_error("table: shape must be [num_buckets, heads]");
+          const int buckets = static_cast<int>(table.shape(0));
+          const std::int64_t heads = static_cast<std::int64_t>(table.shape(1));
+          const float* values = float32_values(table, buckets * heads, "table");
+          new_tile t = make_tile(heads, q_start, q_len, k_start, k_len, threads);
+          cpu::t5_tile(t.tile, values, buckets, max_distance, bidirectional);
+          return t.array;
+        },
+        "table"_a, "q_len"_a, "k_len"_a, "max_distance"_a, "bidirectional"_a, "q_start"_a, "k_start"_a,
+        "threads"_a, nb::rv_policy::automatic);
+
+  m.def("_fox_tile",
+        [](const array& log_forget, std::int64_t q_len, std::int64_t k_len, std::int64_t q_start,
+           std::int64_t k_start, float causal_mask_value, int threads) {
+          if (log_forget.ndim() != 2) throw input_error("log_forget: shape must be [heads, seq_len]");
+          const std::int64_t heads = static_cast<std::int64_t>(log_forget.shape(0));
+          const std::int64_t seq = static_cast<std::int64_t>(log_forget.shape(1));
+          const float* lf = float32_values(log_forget, heads * seq, "log_forget");
+          std::vector<double> prefix(static_cast<std::size_t>(heads * seq));
+          cpu::fox_prefix_sums(lf, heads, seq, prefix.data());
+          new_tile t = make_tile(heads, q_start, q_len, k_start, k_len, threads);
+          cpu::fox_tile(t.tile, prefix.data(), seq, causal_mask_value);
+          return t.array;
+        },
+        "log_forget"_a, "q_len"_a, "k_len"_a, "q_start"_a, "k_start"_a, "causal_mask_value"_a, "threads"_a,
+        nb::rv_policy::automatic);
+
+  m.def("_add_sinusoidal",
+        [](const array& x, const array& positions, double base, int threads) {
+          if (x.ndim() != 2 || x.dtype() != nb::dtype<float>())
+            throw input_error("x: must be float32 [tokens, dim]");
+          if (x.shape(1) > 1 && x.stride(1) != 1) throw input_error("x: channels must be contiguous");
+          const std::int64_t tokens = static_cast<std::int64_t>(x.shape(0));
+          cpu::embedding_rows rows{static_cast<float*>(x.data()), tokens, static_cast<int>(x.shape(1)), x.stride(0),
+                                   int64_values(positions, tokens, "positions"), threads};
+          cpu::add_sinusoidal(rows, base);
+        },
+        "x"_a, "positions"_a, "base"_a, "threads"_a);
+}
+
+}  // namespace grape::python
