@@ -11,6 +11,7 @@ The C++ library's checker and CPU kernels, on NumPy arrays and PyTorch tensors (
 Bad input raises grape.GrapeError (a ValueError) with one line naming the argument.
 `grape.torch` has autograd wrappers (gradients for q, k and the frequencies).
 """
+import builtins as _builtins
 import json as _json
 import os as _os
 
@@ -50,7 +51,16 @@ def _empty_like(x):
     return np.lib.stride_tricks.as_strided(np.empty(span // x.itemsize, x.dtype), x.shape, x.strides)
 
 
+def _index_array(x):
+    """Lists and tuples of positions become int64 arrays; arrays and tensors pass unchanged."""
+    if isinstance(x, (_builtins.list, tuple, range)):
+        import numpy as np
+        return np.asarray(x, dtype=np.int64)
+    return x
+
+
 def _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads, out, backward):
+    positions, offsets, cu_seqlens = _index_array(positions), _index_array(offsets), _index_array(cu_seqlens)
     if not isinstance(encoding, RotaryEncoding):
         raise TypeError("grape: encoding: must be a grape.RotaryEncoding (grape.rope, grape.rotary or "
                         "grape.from_config), got %s" % type(encoding).__name__)

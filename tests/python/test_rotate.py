@@ -110,6 +110,13 @@ def test_bad_arguments_are_one_line_errors_and_write_nothing(call, message):
     np.testing.assert_array_equal(q, before)
 
 
+def test_positions_may_be_a_list():
+    enc = grape.rope(head_dim=8)
+    q = normal(3, 1, 8)
+    q_rot, _ = grape.rotate_qk(q, None, enc, positions=[7, 0, 300])
+    np.testing.assert_allclose(q_rot, rope_reference(q, default_inv_freq(8), [7, 0, 300]), atol=F32_TOL)
+
+
 def test_positions_beyond_max_position_are_refused():
     enc = grape.rope(head_dim=8)
     with pytest.raises(grape.GrapeError, match="position"):
