@@ -12,17 +12,18 @@ Bad input raises grape.GrapeError (a ValueError) with one line naming the argume
 `grape.torch` has autograd wrappers (gradients for q, k and the frequencies).
 """
 import builtins as _builtins
+import dataclasses as _dataclasses
 import json as _json
 import os as _os
 
-from ._grape import AlibiEncoding, GrapeError, RotaryEncoding, T5Encoding, alibi_slopes, rope, rotary
+from ._grape import AlibiEncoding, GrapeError, RotaryCache, RotaryEncoding, T5Encoding, alibi_slopes, rope, rotary
 from . import _grape
 from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, list
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
            "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
-           "fox_bias", "add_sinusoidal"]
+           "fox_bias", "add_sinusoidal", "RotaryCache", "QKNorm", "KVCacheWrite"]
 
 
 def from_config(config, seq_len=None, precision="float64"):
@@ -59,7 +60,31 @@ def _index_array(x):
     return x
 
 
-def _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads, out, backward):
+@_dataclasses.dataclass
+class QKNorm:
+    """Per-head RMSNorm of Q and K before the rotation (Qwen3, Gemma 3): x / sqrt(mean(x^2) + eps) * w,
+    w = weight or 1 + weight with unit_offset (Gemma). Weights: float32 [head_dim]; None skips that side."""
+    q_weight: object = None
+    k_weight: object = None
+    eps: float = 1e-6
+    unit_offset: bool = False
+
+
+@_dataclasses.dataclass
+class KVCacheWrite:
+    """The paged KV-cache write fused into rotate_qk: token t's rotated K heads go to slot
+    slot_mapping[t] (int64, -1 skips the token) of k_cache, and its V heads (values, laid out like k)
+    unchanged to the same slot of v_cache. Caches: "NHD" [blocks, block_size, heads, dim] or "HND"
+    [blocks, heads, block_size, dim], the storage type of q and k."""
+    slot_mapping: object
+    k_cache: object
+    v_cache: object = None
+    values: object = None
+    layout: str = "NHD"
+
+
+def _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads, out, backward, cache=None,
+          qk_norm=None, kv_cache=None):
     positions, offsets, cu_seqlens = _index_array(positions), _index_array(offsets), _index_array(cu_seqlens)
     if not isinstance(encoding, RotaryEncoding):
         raise TypeError("grape: encoding: must be a grape.RotaryEncoding (grape.rope, grape.rotary or "
@@ -69,22 +94,29 @@ def _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads,
         k_out = None if k is None else _empty_like(k)
     else:
         q_out, k_out = out
+    norm = qk_norm or QKNorm()
+    kv = kv_cache or KVCacheWrite(None, None)
     _grape._rotate_qk(encoding, q, q_out, k, k_out, positions, offsets, cu_seqlens, max_position, threads,
-                      backward)
+                      backward, cache, norm.q_weight, norm.k_weight, norm.eps, norm.unit_offset,
+                      _index_array(kv.slot_mapping), kv.k_cache, kv.v_cache, kv.values, kv.layout)
     return q_out, k_out
 
 
 def rotate_qk(q, k, encoding, positions=None, offsets=None, cu_seqlens=None, max_position=None, threads=0,
-              out=None):
+              out=None, cache=None, qk_norm=None, kv_cache=None):
     """Rotates q and k ([tokens, heads, dim] or [batch, seq, heads, dim], float32/float16/bfloat16,
     channels contiguous) by the encoding's angles with exact phases, float32 arithmetic.
 
     positions: int32/int64 [num_axes x tokens] position ids; offsets: int64 [batch], position =
     offsets[b] + s; neither: position = s. cu_seqlens: int64 [batch + 1] for packed sequences.
     q or k may be None. out: (q_out, k_out) to write into (same dtype, shape and strides; may be
-    q and k themselves), else new arrays. Returns (q_out, k_out).
+    q and k themselves), else new arrays. cache: a grape.RotaryCache of this encoding (cos/sin
+    rows instead of on the fly; same results). qk_norm: a grape.QKNorm applied before the rotation;
+    kv_cache: a grape.KVCacheWrite that also writes rotated K (and V) into a paged cache.
+    Returns (q_out, k_out).
     """
-    return _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads, out, False)
+    return _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads, out, False, cache, qk_norm,
+                 kv_cache)
 
 
 def rotate_qk_backward(grad_q, grad_k, encoding, positions=None, offsets=None, cu_seqlens=None, threads=0,

@@ -8,12 +8,14 @@ namespace grape::python {
 void bind_encodings(nanobind::module_& m);
 void bind_rotary(nanobind::module_& m);
 void bind_bias(nanobind::module_& m);
+void bind_fused(nanobind::module_& m);
 }  // namespace grape::python
 
 NB_MODULE(_grape, m) {
   // Bad input: grape::input_error's one line, as a ValueError subclass.
   static nanobind::exception<grape::input_error> error(m, "GrapeError", PyExc_ValueError);
   grape::python::bind_encodings(m);
+  grape::python::bind_fused(m);
   grape::python::bind_rotary(m);
   grape::python::bind_bias(m);
 }

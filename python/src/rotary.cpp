@@ -1,9 +1,10 @@
-// The rotary kernels on arrays: forward, backward and the frequency gradient. Python allocates
-// the outputs (grape/__init__.py) and passes them here; nothing is copied.
+// The rotary kernels on arrays: forward (with its fused parts), backward and the frequency
+// gradient. Python allocates the outputs (grape/__init__.py) and passes them here; nothing is copied.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "arrays.hpp"
 #include "encodings.hpp"
+#include "fused.hpp"
 #include "grape/detail/error.hpp"
 
 namespace grape::python {
@@ -90,9 +92,16 @@ void bind_rotary(nb::module_& m) {
   m.def("_rotate_qk",
         [](const rotary_encoding& e, optional_array q, optional_array q_out, optional_array k, optional_array k_out,
            optional_array positions, optional_array offsets, optional_array cu_seqlens,
-           std::optional<std::int64_t> max_position, int threads, bool backward) {
-          const auto args = make_args(e.spec, {q, q_out, k, k_out}, positions, offsets, cu_seqlens, max_position,
-                                      threads);
+           std::optional<std::int64_t> max_position, int threads, bool backward, const cpu::rotary_cache* cache,
+           optional_array q_norm_weight, optional_array k_norm_weight, float norm_eps, bool norm_unit_offset,
+           optional_array slot_mapping, optional_array k_cache, optional_array v_cache, optional_array values,
+           const std::string& cache_layout) {
+          const fused_arrays fused{q_norm_weight, k_norm_weight, norm_eps, norm_unit_offset,
+                                   slot_mapping,  k_cache,       v_cache,  values,
+                                   cache_layout};
+          auto args = make_args(e.spec, {q, q_out, k, k_out}, positions, offsets, cu_seqlens, max_position, threads);
+          args.cache = cache;
+          const fused_parts parts(e.spec, args, fused);
           nb::gil_scoped_release release;
           if (backward)
             cpu::rotate_qk_backward(e.spec, args);
@@ -100,7 +109,10 @@ void bind_rotary(nb::module_& m) {
             cpu::rotate_qk(e.spec, args);
         },
         "encoding"_a, "q"_a.none(), "q_out"_a.none(), "k"_a.none(), "k_out"_a.none(), "positions"_a.none(),
-        "offsets"_a.none(), "cu_seqlens"_a.none(), "max_position"_a.none(), "threads"_a, "backward"_a);
+        "offsets"_a.none(), "cu_seqlens"_a.none(), "max_position"_a.none(), "threads"_a, "backward"_a,
+        "cache"_a.none(), "q_norm_weight"_a.none(), "k_norm_weight"_a.none(), "norm_eps"_a, "norm_unit_offset"_a,
+        "slot_mapping"_a.none(), "k_cache"_a.none(), "v_cache"_a.none(), "values"_a.none(), "cache_layout"_a);
+
 
   m.def("_inv_freq_grad",
         [](const rotary_encoding& e, optional_array q, optional_array grad_q, optional_array k,
