@@ -18,12 +18,12 @@ import os as _os
 
 from ._grape import AlibiEncoding, GrapeError, RotaryCache, RotaryEncoding, T5Encoding, alibi_slopes, rope, rotary
 from . import _grape
-from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, list
+from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, inspect, list
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
            "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
-           "fox_bias", "add_sinusoidal", "RotaryCache", "QKNorm", "KVCacheWrite"]
+           "fox_bias", "add_sinusoidal", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect"]
 
 
 def from_config(config, seq_len=None, precision="float64"):

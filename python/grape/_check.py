@@ -1,9 +1,10 @@
-"""grape.list() and grape.check(): the registry and the law checker, run by the grape CLI that the
-package carries (grape/bin/grape), so a check runs in its own process (see python/CMakeLists.txt)."""
+"""grape.list(), grape.check() and grape.inspect(): the registry and the law checker, run by the
+grape CLI that the package carries (grape/bin/grape), so a check runs in its own process (see python/CMakeLists.txt)."""
 import dataclasses
 import json
 import os
 import subprocess
+import tempfile
 from typing import List, Optional
 
 from ._grape import GrapeError
@@ -103,7 +104,33 @@ def check(name, trials=100, seed=1, max_position=None):
     args = ["check", str(name), "--json", "--trials", str(int(trials)), "--seed", str(int(seed))]
     if max_position is not None:
         args += ["--max-position", str(int(max_position))]
-    j = _run(args)
+    return _report(_run(args))
+
+
+def inspect(config, seq_len=None, precision="float64", trials=100, seed=1):
+    """What `grape inspect --json` says of a config (a path or a dict): the encoding, its schedule and
+    table, the KV-cache size, the precision certificate, and under "laws" the CheckReport of its
+    rotary table (None for ALiBi and T5 models)."""
+    args = ["--json", "--precision", str(precision), "--trials", str(int(trials)), "--seed", str(int(seed))]
+    if seq_len is not None:
+        args += ["--seq-len", str(int(seq_len))]
+    if isinstance(config, dict):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(config, f)
+            j = _run(["inspect", path] + args)
+    elif isinstance(config, (str, os.PathLike)):
+        j = _run(["inspect", os.fspath(config)] + args)
+    else:
+        raise TypeError("grape: inspect: config must be a path or a dict (got %s)" % type(config).__name__)
+    if j.get("laws") is not None:
+        j["laws"] = _report(j["laws"])
+    return j
+
+
+def _report(j):
+    """A CheckReport from the checker's JSON (grape/check/report_json.hpp)."""
     laws = []
     for r in j["laws"]:
         c = r.get("counterexample")

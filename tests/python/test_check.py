@@ -41,3 +41,16 @@ def test_unknown_name_is_a_one_line_error():
     with pytest.raises(grape.GrapeError, match="unknown name 'nope'"):
         grape.check("nope")
     assert issubclass(grape.GrapeError, ValueError)
+
+
+def test_inspect_reports_a_configs_table_and_its_laws():
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "configs", "llama-3.1-8b", "config.json")
+    info = grape.inspect(path, trials=10)
+    assert info["kind"] == "rotary" and info["schedule"]["type"] == "llama3"
+    assert info["inv_freq"] == list(grape.from_config(path).inv_freq)  # the same table, to the bit
+    assert isinstance(info["laws"], grape.CheckReport) and info["laws"].passed
+    bloom = grape.inspect({"model_type": "bloom", "n_head": 4, "hidden_size": 256})
+    assert bloom["kind"] == "alibi" and bloom["laws"] is None
+    with pytest.raises(grape.GrapeError, match="nope.json: cannot open the file"):
+        grape.inspect("/nonexistent/nope.json")
