@@ -31,6 +31,10 @@ std::string dtype_name(dl::dtype t) {
   return fmt::format("{}{}", kind, t.bits);
 }
 
+std::int64_t element_count(const array& a) { return static_cast<std::int64_t>(a.size()); }
+
+}  // namespace
+
 bool c_contiguous(const array& a) {
   std::int64_t expected = 1;
   for (std::size_t i = a.ndim(); i-- > 0;) {
@@ -40,9 +44,12 @@ bool c_contiguous(const array& a) {
   return true;
 }
 
-std::int64_t element_count(const array& a) { return static_cast<std::int64_t>(a.size()); }
-
-}  // namespace
+std::int64_t addressable_span(const array& a) {
+  if (a.size() == 0) return 0;
+  std::int64_t span = 1;
+  for (std::size_t i = 0; i < a.ndim(); ++i) span += (static_cast<std::int64_t>(a.shape(i)) - 1) * a.stride(i);
+  return span;
+}
 
 cpu::dtype storage_type(const array& a, const char* name) {
   require_cpu(a, name);
@@ -80,9 +87,7 @@ qk_shape qk_shape_of(const array& a, const char* name) {
   } else {
     s.batch_stride = s.seq * s.token_stride;
   }
-  s.span = element_count(a) == 0 ? 0 : 1;
-  for (std::size_t i = 0; i < n; ++i)
-    if (s.span > 0) s.span += (static_cast<std::int64_t>(a.shape(i)) - 1) * a.stride(i);
+  s.span = addressable_span(a);
   return s;
 }
 
@@ -107,6 +112,15 @@ index_array positions_of(const array& a, std::int64_t count, const char* name) {
     throw input_error(fmt::format("{}: must hold {} values (num_axes x tokens), C-contiguous (got shape {})", name,
                                   count, shape_of(a)));
   return r;
+}
+
+const float* float32_values(const array& a, std::int64_t count, const char* name) {
+  require_cpu(a, name);
+  if (a.dtype() != nb::dtype<float>()) throw input_error(fmt::format("{}: dtype must be float32", name));
+  if (!c_contiguous(a)) throw input_error(fmt::format("{}: must be C-contiguous", name));
+  if (element_count(a) != count)
+    throw input_error(fmt::format("{}: must hold {} values (got {})", name, count, a.size()));
+  return static_cast<const float*>(a.data());
 }
 
 const std::int64_t* int64_values(const array& a, std::int64_t count, const char* name) {

@@ -42,6 +42,16 @@ struct index_array {
 };
 index_array positions_of(const array& a, std::int64_t count, const char* name);
 
+/// Dense row-major (extent-1 axes may have any stride).
+bool c_contiguous(const array& a);
+
+/// Elements addressable from the data pointer (non-negative strides): 1 + sum (extent - 1) * stride,
+/// 0 for an empty array. What the kernels' `size` bounds checks take.
+std::int64_t addressable_span(const array& a);
+
+/// float32, C-contiguous, exactly `count` values.
+const float* float32_values(const array& a, std::int64_t count, const char* name);
+
 /// int64, C-contiguous, exactly `count` values.
 const std::int64_t* int64_values(const array& a, std::int64_t count, const char* name);
 

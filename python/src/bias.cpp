@@ -41,22 +41,6 @@ new_tile make_tile(std::int64_t heads, std::int64_t q_start, std::int64_t q_len,
   return {a, cpu::bias_tile{data->data(), heads, q_start, q_len, k_start, k_len, threads}};
 }
 
-/// A contiguous float32 array of exactly `count` values.
-const float* float32_values(const array& a, std::int64_t count, const char* name) {
-  storage_type(a, name);
-  if (a.dtype() != nb::dtype<float>())
-    throw input_error(fmt::format("{}: dtype must be float32", name));
-  std::int64_t expected = 1;
-  for (std::size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) != 1 && a.stride(i) != expected)
-      throw input_error(fmt::format("{}: must be C-contiguous", name));
-    expected *= static_cast<std::int64_t>(a.shape(i));
-  }
-  if (static_cast<std::int64_t>(a.size()) != count)
-    throw input_error(fmt::format("{}: must hold {} values (got {})", name, count, a.size()));
-  return static_cast<const float*>(a.data());
-}
-
 }  // namespace
 
 void bind_bias(nb::module_& m) {

@@ -45,10 +45,7 @@ cache_shape cache_of(const array& c, bool hnd, const char* name) {
   s.block_size = static_cast<std::int64_t>(c.shape(slot_axis));
   s.heads = static_cast<std::int64_t>(c.shape(head_axis));
   s.dim = static_cast<std::int64_t>(c.shape(3));
-  std::int64_t span = c.size() == 0 ? 0 : 1;
-  for (std::size_t i = 0; i < 4; ++i)
-    if (span > 0) span += (static_cast<std::int64_t>(c.shape(i)) - 1) * c.stride(i);
-  s.tensor = {c.data(), span, c.stride(0), c.stride(slot_axis), c.stride(head_axis)};
+  s.tensor = {c.data(), addressable_span(c), c.stride(0), c.stride(slot_axis), c.stride(head_axis)};
   return s;
 }
 
