@@ -2,7 +2,7 @@
 # Installs the Debian packages grape builds with, only those that are missing. Needs root.
 set -euo pipefail
 packages=(cmake g++ make ccache libeigen3-dev libboost-dev librapidcheck-dev libgtest-dev
-          libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev gnuplot-nox)
+          libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libsleef-dev pkgconf gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -26,13 +26,14 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "fox_bias", "add_sinusoidal", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect"]
 
 
-def from_config(config, seq_len=None, precision="float64"):
+def from_config(config, seq_len=None, precision="float32_reference"):
     """The encoding a Hugging Face style config builds: a path to config.json or the parsed dict.
 
     Rotary models give a RotaryEncoding (its table evaluated at seq_len, default the config's
     max_position_embeddings), ALiBi models an AlibiEncoding, T5 models a T5Encoding.
-    precision: "float64" (the formulas in float64) or "float32_reference" (the reference's float32
-    table, as transformers computes it).
+    precision: "float32_reference" (default: the float32 table transformers computes, bit for bit,
+    the values the checkpoint was trained and is served with) or "float64" (the formulas in float64).
+    Phases are exact either way.
     """
     if isinstance(config, dict):
         return _grape._config_from_text(_json.dumps(config), "<dict>", seq_len, precision)

@@ -107,7 +107,7 @@ def check(name, trials=100, seed=1, max_position=None):
     return _report(_run(args))
 
 
-def inspect(config, seq_len=None, precision="float64", trials=100, seed=1):
+def inspect(config, seq_len=None, precision="float32_reference", trials=100, seed=1):
     """What `grape inspect --json` says of a config (a path or a dict): the encoding, its schedule and
     table, the KV-cache size, the precision certificate, and under "laws" the CheckReport of its
     rotary table (None for ALiBi and T5 models)."""

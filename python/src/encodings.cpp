@@ -159,13 +159,13 @@ void bind_encodings(nb::module_& m) {
         [](const std::string& path, std::optional<std::int64_t> seq_len, const std::string& precision) {
           return from_model(model::load_model_config(path), seq_len, precision);
         },
-        "path"_a, "seq_len"_a = nb::none(), "precision"_a = "float64");
+        "path"_a, "seq_len"_a = nb::none(), "precision"_a = "float32_reference");
   m.def("_config_from_text",
         [](const std::string& text, const std::string& label, std::optional<std::int64_t> seq_len,
            const std::string& precision) {
           return from_model(model::parse_model_config(text, label), seq_len, precision);
         },
-        "text"_a, "label"_a, "seq_len"_a = nb::none(), "precision"_a = "float64");
+        "text"_a, "label"_a, "seq_len"_a = nb::none(), "precision"_a = "float32_reference");
 }
 
 }  // namespace grape::python

@@ -12,6 +12,10 @@ void bind_fused(nanobind::module_& m);
 }  // namespace grape::python
 
 NB_MODULE(_grape, m) {
+  // Encodings held by objects that live until interpreter exit (a patched transformers model in a
+  // script's globals, a tensor's attribute) are still alive when the module is torn down; that is
+  // not a leak, and nanobind's exit-time warning would only be noise.
+  nanobind::set_leak_warnings(false);
   // Bad input: grape::input_error's one line, as a ValueError subclass.
   static nanobind::exception<grape::input_error> error(m, "GrapeError", PyExc_ValueError);
   grape::python::bind_encodings(m);

@@ -23,7 +23,7 @@ namespace {
 struct apply_options {
   std::string config, input, positions, output;
   std::optional<std::int64_t> seq_len;
-  std::string precision = "float64";
+  std::string precision = "float32_reference";
 };
 
 // The kernel stores float32 or float16 and computes in float32: float64 input is rounded to float32
@@ -97,7 +97,7 @@ const registrar reg{"apply", [](CLI::App& app) {
       ->required();
   cmd->add_option("--seq-len", opts->seq_len,
                   "current sequence length for dynamic NTK / LongRoPE; default max(position) + 1");
-  cmd->add_option("--precision", opts->precision, "frequency table: float64 or float32_reference")
+  cmd->add_option("--precision", opts->precision, "frequency table: float32_reference (default: transformers' float32 values) or float64")
       ->check(CLI::IsMember({"float64", "float32_reference"}));
   cmd->callback([opts] { run(*opts); });
 }};

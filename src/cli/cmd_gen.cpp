@@ -68,7 +68,8 @@ void run(const gen_options& o) {
     return run_encoding(o, target);
   }
   const std::string name = o.name.empty() ? gen::model_name_from_path(o.config) : gen::sanitize_name(o.name);
-  const auto e = evaluate_model(o.config, o.seq_len, parse_precision(o.precision.value_or("float64")));
+  const auto e =
+      evaluate_model(o.config, o.seq_len, parse_precision(o.precision.value_or("float32_reference")));
   const auto& m = e.desc;
   if (m.kind != model::encoding_kind::rotary)
     throw input_error(fmt::format(
@@ -113,7 +114,8 @@ const registrar reg{"gen", [](CLI::App& app) {
                   "sequence length the schedule is evaluated at (dynamic NTK, LongRoPE); default "
                   "max_position_embeddings");
   cmd->add_option("--precision", opts->precision,
-                  "frequency table: float64 (from the formulas) or float32_reference");
+                  "frequency table: float32_reference (default: transformers' float32 values) or "
+                  "float64 (the formulas)");
   cmd->callback([opts] { run(*opts); });
 }};
 

@@ -22,7 +22,7 @@ namespace {
 struct inspect_options {
   std::string config;
   std::optional<std::int64_t> seq_len;
-  std::string precision = "float64";
+  std::string precision = "float32_reference";
   bool json = false;
   int trials = 100;
   std::uint64_t seed = 1;
@@ -70,7 +70,7 @@ void print_rotary(const evaluated_model& e) {
   fmt::print("evaluated at sequence length {} (--seq-len); frequencies: {}\n", t.seq_len,
              t.precision == frequency_precision::float64
                  ? "float64, computed from the formulas"
-                 : "float32_reference, the reference's float32 table (float32 pow and divisions)");
+                 : "float32_reference, transformers' float32 table bit for bit (--precision float64: the formulas)");
   switch (s.type) {
     case rope_type::dynamic:
       if (t.scaled)
@@ -184,7 +184,7 @@ const registrar reg{"inspect", [](CLI::App& app) {
   cmd->add_option("--seq-len", opts->seq_len,
                   "current sequence length (dynamic NTK, LongRoPE); default max_position_embeddings");
   cmd->add_option("--precision", opts->precision,
-                  "frequency table: float64 (from the formulas) or float32_reference")
+                  "frequency table: float32_reference (default: transformers' float32 values) or float64 (the formulas)")
       ->check(CLI::IsMember({"float64", "float32_reference"}));
   cmd->add_flag("--json", opts->json, "one JSON object instead of text");
   cmd->add_option("--trials", opts->trials, "law checks: trials per law (default 100)")

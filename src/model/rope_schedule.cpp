@@ -1,7 +1,8 @@
 // Evaluating RoPE schedules (formulas: rope-scaling.md; user guide: docs/models.md).
-// Two precisions: float64 straight from the formulas, or the reference's float32 table evaluated
-// with the reference's operation order (float32 exponent, powf, float32 divisions and blends; the
-// scalar parameters are Python doubles rounded to float32 where the reference mixes them in).
+// Two precisions: float64 straight from the formulas, or the reference's float32 table, evaluated
+// with the float32 operations that transformers' rope functions perform on torch CPU tensors, in
+// their order and with torch's rounding (model/torch_float32.hpp): scalar parameters are Python
+// doubles rounded to float32 where they meet a tensor, `s / tensor` is a reciprocal and a product.
 #include "grape/schedule/rope_schedule.hpp"
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <numbers>
 
 #include "grape/detail/error.hpp"
+#include "model/torch_float32.hpp"
 
 namespace grape {
 
@@ -18,15 +20,34 @@ namespace {
 
 constexpr double two_pi = 2.0 * std::numbers::pi;
 
+// base ** (arange(0, d, 2).float() / d) in torch float32: the reference's `pos_freqs`.
+std::vector<float> float32_pos_freqs(float base, int d) {
+  return torch_cpu::pow_scalar_base(base, torch_cpu::rope_exponents(d));
+}
+
+// 1.0 / pos_freqs.
+std::vector<double> float32_base_table(float base, int d) {
+  const auto pos_freqs = float32_pos_freqs(base, d);
+  std::vector<double> t(pos_freqs.size());
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = torch_cpu::rdiv(1.0f, pos_freqs[i]);
+  return t;
+}
+
 // base^(-2i/d) for every plane, in the requested precision.
 std::vector<double> base_table(double base, int d, frequency_precision p) {
   if (p == frequency_precision::float64) return rope_inv_freq(d, base);
-  std::vector<double> t(d / 2);
-  for (int i = 0; i < d / 2; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(d);
-    t[i] = 1.0f / std::pow(static_cast<float>(base), e);
-  }
-  return t;
+  return float32_base_table(static_cast<float>(base), d);
+}
+
+// Dynamic NTK's base as transformers recomputes it in the forward pass, where seq_len is a tensor
+// (max(position_ids) + 1): base * ((factor * seq_len / max_pos) - (factor - 1)) ** (d / (d - 2))
+// in float32, the power of a 1-element tensor.
+float dynamic_base_float32(const rope_schedule& s, std::int64_t seq_len) {
+  const float x = static_cast<float>(s.factor) * static_cast<float>(seq_len) /
+                      static_cast<float>(s.max_position_embeddings) -
+                  static_cast<float>(s.factor - 1.0);
+  const double d = s.rotary_dim;
+  return static_cast<float>(s.base) * torch_cpu::pow_single(x, d / (d - 2.0));
 }
 
 // NTK-aware base change: base · x^(d/(d-2)).
@@ -58,6 +79,8 @@ void fill_yarn(const rope_schedule& s, frequency_precision p, schedule_table& t)
   const int n = d / 2;
   t.inv_freq.resize(n);
   t.bands.resize(n);
+  const auto pos_freqs = p == frequency_precision::float64 ? std::vector<float>{}
+                                                           : float32_pos_freqs(static_cast<float>(s.base), d);
   for (int i = 0; i < n; ++i) {
     double ramp;
     if (p == frequency_precision::float64) {
@@ -66,10 +89,9 @@ void fill_yarn(const rope_schedule& s, frequency_precision p, schedule_table& t)
       const double theta = t.base_inv_freq[i];
       t.inv_freq[i] = (theta / s.factor) * (1.0 - w) + theta * w;
     } else {
-      const float pos_freq = std::pow(static_cast<float>(s.base),
-                                      static_cast<float>(2 * i) / static_cast<float>(d));
-      const float extrapolation = 1.0f / pos_freq;
-      const float interpolation = 1.0f / (static_cast<float>(s.factor) * pos_freq);
+      const float extrapolation = torch_cpu::rdiv(1.0f, pos_freqs[i]);
+      const float interpolation =
+          torch_cpu::rdiv(1.0f, static_cast<float>(s.factor) * pos_freqs[i]);
       const float r = (static_cast<float>(i) - static_cast<float>(low)) /
                       static_cast<float>(high - low);
       const float rf = std::clamp(r, 0.0f, 1.0f);
@@ -116,7 +138,7 @@ void fill_llama3(const rope_schedule& s, frequency_precision p, schedule_table& 
       }
     } else {
       const float th = static_cast<float>(theta);
-      const float wavelen = static_cast<float>(two_pi) / th;
+      const float wavelen = torch_cpu::rdiv(static_cast<float>(two_pi), th);
       const float factor = static_cast<float>(s.factor);
       if (wavelen < static_cast<float>(high_freq_wavelen)) {
         t.inv_freq[i] = th;
@@ -125,7 +147,7 @@ void fill_llama3(const rope_schedule& s, frequency_precision p, schedule_table& 
         t.inv_freq[i] = th / factor;
         t.bands[i] = band_kind::interpolated;
       } else {
-        const float sm = (static_cast<float>(l_orig) / wavelen -
+        const float sm = (torch_cpu::rdiv(static_cast<float>(l_orig), wavelen) -
                           static_cast<float>(s.low_freq_factor)) /
                          static_cast<float>(s.high_freq_factor - s.low_freq_factor);
         t.inv_freq[i] = (1.0f - sm) * th / factor + sm * th;
@@ -144,12 +166,13 @@ void fill_longrope(const rope_schedule& s, std::int64_t seq_len, frequency_preci
   const int n = d / 2;
   t.inv_freq.resize(n);
   t.bands.resize(n);
+  const auto pos_freqs = p == frequency_precision::float64 ? std::vector<float>{}
+                                                           : float32_pos_freqs(static_cast<float>(s.base), d);
   for (int i = 0; i < n; ++i) {
     if (p == frequency_precision::float64) {
       t.inv_freq[i] = 1.0 / (ext[i] * std::pow(s.base, (2.0 * i) / d));
     } else {
-      const float e = static_cast<float>(2 * i) / static_cast<float>(d);
-      t.inv_freq[i] = 1.0f / (static_cast<float>(ext[i]) * std::pow(static_cast<float>(s.base), e));
+      t.inv_freq[i] = torch_cpu::rdiv(1.0f, static_cast<float>(ext[i]) * pos_freqs[i]);
     }
     t.bands[i] = ext[i] == 1.0 ? band_kind::kept : band_kind::interpolated;
   }
@@ -288,10 +311,16 @@ schedule_table evaluate(const rope_schedule& s, std::int64_t seq_len, frequency_
         t.inv_freq = t.base_inv_freq;
         t.bands.assign(n, band_kind::kept);
       } else {
-        const double x = s.factor * static_cast<double>(seq_len) /
-                             static_cast<double>(s.max_position_embeddings) - (s.factor - 1.0);
-        t.effective_base = ntk_base(s.base, x, d);
-        t.inv_freq = base_table(t.effective_base, d, p);
+        if (p == frequency_precision::float64) {
+          const double x = s.factor * static_cast<double>(seq_len) /
+                               static_cast<double>(s.max_position_embeddings) - (s.factor - 1.0);
+          t.effective_base = ntk_base(s.base, x, d);
+          t.inv_freq = base_table(t.effective_base, d, p);
+        } else {
+          const float base32 = dynamic_base_float32(s, seq_len);
+          t.effective_base = base32;
+          t.inv_freq = float32_base_table(base32, d);
+        }
         t.bands = ntk_bands(n);
         t.scaled = true;
       }

@@ -52,7 +52,7 @@ void write_inputs(const scratch& s, bool int32_positions) {
 
 std::string apply_args(const scratch& s, const std::string& config) {
   return "apply --config " + q(s / config) + " --input " + q(s / "x.npy") + " --positions " +
-         q(s / "p.npy") + " --output " + q(s / "y.npy");
+         q(s / "p.npy") + " --output " + q(s / "y.npy") + " --precision float64";
 }
 
 std::vector<float> output_f32(const scratch& s) {

@@ -34,7 +34,7 @@ TEST(Inspect, EveryBundledConfigSucceeds) {
 }
 
 TEST(Inspect, JsonMatchesFormulasForQwenYarn) {
-  const auto r = run_grape("inspect --trials 5 --json " + q(config_path("qwen2.5-7b-instruct-yarn")));
+  const auto r = run_grape("inspect --trials 5 --json --precision float64 " + q(config_path("qwen2.5-7b-instruct-yarn")));
   ASSERT_EQ(r.code, 0) << r.err;
   const auto o = json::parse(r.out);
   EXPECT_EQ(o["kind"], "rotary");
@@ -73,11 +73,16 @@ TEST(Inspect, SeqLenAndPrecisionOptions) {
   EXPECT_EQ(o["schedule"]["factors_used"], "short_factor");
   o = json::parse(run_grape("inspect --trials 5 --json --seq-len 4097 " + path).out);
   EXPECT_EQ(o["schedule"]["factors_used"], "long_factor");
-  o = json::parse(run_grape("inspect --trials 5 --json --precision float32_reference " + path).out);
+  // The default is the reference's float32 table; --precision float64 gives the formulas'.
+  o = json::parse(run_grape("inspect --trials 5 --json " + path).out);
   EXPECT_EQ(o["frequency_precision"], "float32_reference");
   for (double v : o["inv_freq"].get<std::vector<double>>()) EXPECT_EQ(static_cast<double>(static_cast<float>(v)), v);
-  const auto text = run_grape("inspect --trials 5 " + path).out;
-  EXPECT_NE(text.find("frequencies: float64"), std::string::npos);
+  EXPECT_NE(run_grape("inspect --trials 5 " + path).out.find("frequencies: float32_reference"), std::string::npos);
+  o = json::parse(run_grape("inspect --trials 5 --json --precision float64 " + path).out);
+  EXPECT_EQ(o["frequency_precision"], "float64");
+  int wider = 0;
+  for (double v : o["inv_freq"].get<std::vector<double>>()) wider += static_cast<double>(static_cast<float>(v)) != v;
+  EXPECT_GT(wider, 0);
 }
 
 TEST(Inspect, DynamicNtkRecomputesOnlyBeyondMax) {
@@ -85,7 +90,8 @@ TEST(Inspect, DynamicNtkRecomputesOnlyBeyondMax) {
   write_text(s / "config.json", R"({"hidden_size": 512, "num_attention_heads": 8, "max_position_embeddings": 2048,
                                     "rope_scaling": {"type": "dynamic", "factor": 2.0}})");
   for (std::int64_t len : {1000, 2048, 8192}) {
-    const auto r = run_grape("inspect --trials 5 --json --seq-len " + std::to_string(len) + " " + q(s / "config.json"));
+    const auto r = run_grape("inspect --trials 5 --json --precision float64 --seq-len " + std::to_string(len) + " " +
+                             q(s / "config.json"));
     ASSERT_EQ(r.code, 0) << r.err;
     const auto got = json::parse(r.out)["inv_freq"].get<std::vector<double>>();
     const auto want = tf::rope_dynamic(10000.0, 64, 2.0, 2048, len);

@@ -27,7 +27,7 @@ double textbook_error(const std::vector<double>& thetas, std::int64_t position) 
 }
 
 TEST(PrecisionCertificate, Llama2RowsBoundsAndTextbookError) {
-  const auto r = run_grape("inspect " + q(config_path("llama-2-7b")) + " --json --trials 1");
+  const auto r = run_grape("inspect " + q(config_path("llama-2-7b")) + " --json --trials 1 --precision float64");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = nlohmann::json::parse(r.out).at("precision_certificate");
   ASSERT_EQ(rows.size(), 3u) << rows.dump();
@@ -46,24 +46,24 @@ TEST(PrecisionCertificate, Llama2RowsBoundsAndTextbookError) {
 }
 
 TEST(PrecisionCertificate, TextTableAndCappedAtTheKernelsRange) {
-  const auto r = run_grape("inspect " + q(config_path("llama-3.1-8b")) + " --trials 1");
+  const auto r = run_grape("inspect " + q(config_path("llama-3.1-8b")) + " --trials 1 --precision float64");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("precision certificate"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("        524288       2.0e-06 / "), std::string::npos) << r.out;
   // docs/precision.md quotes this row: the textbook error 2.3e-2 at 524288.
-  const auto j = run_grape("inspect " + q(config_path("llama-3.1-8b")) + " --json --trials 1");
+  const auto j = run_grape("inspect " + q(config_path("llama-3.1-8b")) + " --json --trials 1 --precision float64");
   const auto last = nlohmann::json::parse(j.out).at("precision_certificate").at(2);
   const double textbook = textbook_error(grape::test_formulas::rope_llama3(500000.0, 128, 8.0, 1.0, 4.0, 8192), 524288);
   EXPECT_NEAR(last.at("textbook_float32").get<double>(), textbook, 1e-3 * textbook);
   EXPECT_NEAR(textbook, 2.3e-2, 0.05e-2);
   const scratch s;
   write_text(s / "c.json", R"({"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 1073741824})");
-  const auto big = run_grape("inspect " + q(s / "c.json") + " --json --trials 1");
+  const auto big = run_grape("inspect " + q(s / "c.json") + " --json --trials 1 --precision float64");
   ASSERT_EQ(big.code, 0) << big.err;
   const auto rows = nlohmann::json::parse(big.out).at("precision_certificate");
   ASSERT_EQ(rows.size(), 2u) << rows.dump();  // 2^30, then 2^31 - 1 (4x would pass the range)
   EXPECT_EQ(rows[1].at("position").get<std::int64_t>(), 2147483647);
-  const auto alibi = run_grape("inspect " + q(config_path("bloom")) + " --json --trials 1");
+  const auto alibi = run_grape("inspect " + q(config_path("bloom")) + " --json --trials 1 --precision float64");
   EXPECT_TRUE(nlohmann::json::parse(alibi.out).at("precision_certificate").is_null()) << alibi.out;
 }
 

@@ -327,14 +327,15 @@ TEST(GenEncoding, BakedArraysAreTheInstancesBitForBitAndTheBytesRebuildItsView) 
 }
 
 // RoPE's instance is a rotary_spec: its file is llama-2-7b's (head_dim 128, base 10000) but for
-// the header lines — frequencies included: the built-in type and the config's default schedule
+// the header lines — frequencies included: the built-in type and the config's schedule in float64
 // share one θ table (rope_inv_freq), bit for bit.
 TEST(GenEncoding, RopeInstanceTakesTheRotarySpecTemplate) {
   const built_library& lib = cli_library();
   ASSERT_FALSE(lib.sources.empty()) << lib.error;
   const fs::path cfg = fs::path(GRAPE_SOURCE_DIR) / "examples/configs/llama-2-7b/config.json";
   const fs::path out = work_dir() / "llama_for_rope.cpp";
-  const auto r = run_grape("gen --config " + quote(cfg.string()) + " --name rope --target cpp --out " + quote(out.string()));
+  const auto r = run_grape("gen --config " + quote(cfg.string()) + " --name rope --precision float64 --target cpp --out " +
+                           quote(out.string()));
   ASSERT_EQ(r.code, 0) << r.err;
   const std::regex fraction(R"(0x([0-9a-f]{16})ull,  //\s*(\d+): theta [^\n]*\n)");
   auto body = [&](const std::string& s) { return s.substr(s.find("// Baked in:")); };

@@ -46,12 +46,13 @@ struct bundled_model {
 };
 
 // The spec `grape gen` uses by default: the schedule evaluated at max_position_embeddings (or the
-// original context when that is all there is), float64 frequencies, as in cli::evaluate_model.
+// original context when that is all there is), the reference's float32 frequencies, as in
+// cli::evaluate_model.
 grape::rotary_spec default_spec(const grape::model::model_description& m) {
   const auto& s = m.rotary.schedule;
   const std::int64_t len =
       m.max_position_embeddings > 0 ? m.max_position_embeddings : s.original_max_position_embeddings;
-  const auto table = grape::evaluate(s, len, grape::frequency_precision::float64);
+  const auto table = grape::evaluate(s, len, grape::frequency_precision::float32_reference);
   return grape::make_rotary_spec(table, m.rotary.head_dim, m.rotary.rotary_dim, m.rotary.layout);
 }
 
@@ -375,8 +376,8 @@ TEST(GenCli, SeqLenSelectsTheScheduleTable) {
   const fs::path out = work_dir() / "longrope_short.cpp";
   const auto r = run_grape("gen --config " + quote(cfg.string()) + " --target cpp --seq-len 100 --out " + quote(out.string()));
   ASSERT_EQ(r.code, 0) << r.err;
-  const auto spec = grape::make_rotary_spec(grape::evaluate(s, 100), m.rotary.head_dim, m.rotary.rotary_dim,
-                                            m.rotary.layout);
+  const auto table = grape::evaluate(s, 100, grape::frequency_precision::float32_reference);
+  const auto spec = grape::make_rotary_spec(table, m.rotary.head_dim, m.rotary.rotary_dim, m.rotary.layout);
   const auto baked = baked_fractions(slurp(out));
   ASSERT_EQ(baked.size(), spec.inv_freq.size());
   for (std::size_t i = 0; i < baked.size(); ++i)

@@ -29,7 +29,7 @@ def llama3_inv_freq(base, d, factor, low, high, original):
 
 
 def test_llama3_file_matches_the_formula():
-    enc = grape.from_config(os.path.join(CONFIGS, "llama-3.1-8b", "config.json"))
+    enc = grape.from_config(os.path.join(CONFIGS, "llama-3.1-8b", "config.json"), precision="float64")
     assert (enc.rotary_dim, enc.head_dim, enc.layout, enc.attention_factor) == (128, 128, "half_split", 1.0)
     np.testing.assert_allclose(enc.inv_freq, llama3_inv_freq(500000.0, 128, 8.0, 1.0, 4.0, 8192), rtol=1e-13)
     assert "llama3" in enc.describe()
@@ -44,22 +44,26 @@ def test_dynamic_ntk_depends_on_seq_len():
     config = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 4096,
               "rope_theta": 10000.0, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
     d = 64
-    np.testing.assert_allclose(grape.from_config(config, seq_len=4096).inv_freq, default_inv_freq(d), rtol=1e-14)
+    f64 = dict(precision="float64")
+    np.testing.assert_allclose(grape.from_config(config, seq_len=4096, **f64).inv_freq, default_inv_freq(d), rtol=1e-14)
     scaled_base = 10000.0 * ((2.0 * 8192 / 4096) - 1.0) ** (d / (d - 2))
+    np.testing.assert_allclose(grape.from_config(config, seq_len=8192, **f64).inv_freq,
+                               default_inv_freq(d, scaled_base), rtol=1e-13)
+    # the default float32 table follows the same formula to float32 rounding
     np.testing.assert_allclose(grape.from_config(config, seq_len=8192).inv_freq, default_inv_freq(d, scaled_base),
-                               rtol=1e-13)
+                               rtol=1e-6)
 
 
-def test_float32_reference_table_is_what_torch_computes_in_float32():
+def test_default_table_is_what_torch_computes_in_float32():
     config = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
               "max_position_embeddings": 8192}
     reference = (1.0 / (500000.0 ** (torch.arange(0, 128, 2, dtype=torch.int64).float() / 128))).double().numpy()
-    f32 = grape.from_config(config, precision="float32_reference").inv_freq
-    f64 = grape.from_config(config).inv_freq
+    f32 = grape.from_config(config).inv_freq
+    f64 = grape.from_config(config, precision="float64").inv_freq
+    assert np.array_equal(f32, reference)                # bit for bit (test_hf.py: every schedule)
+    assert np.array_equal(f32, grape.from_config(config, precision="float32_reference").inv_freq)
     ulp = np.spacing(reference.astype(np.float32)).astype(np.float64)
-    assert np.max(np.abs(f32 - reference) / ulp) <= 1.0  # torch's float32 pow may differ from powf by an ulp
-    assert np.all(f32 == f32.astype(np.float32))           # a float32 table, widened
-    assert np.max(np.abs(f64 - reference) / ulp) > 0.1     # the float64 table is not that table
+    assert np.max(np.abs(f64 - reference) / ulp) > 0.1   # the float64 table is not that table
 
 
 @pytest.mark.parametrize("heads,slopes", [

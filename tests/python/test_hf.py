@@ -1,0 +1,201 @@
+"""grape.hf.patch on real transformers models built from configs (random weights, nothing downloaded).
+
+Short positions: the patched model's logits equal the unpatched ones to float32 tolerance.
+Positions near 10^6: the patched float32 model agrees with a float64 computation of the same model
+(same float32 θ table, phase and rotation in float64) where transformers' float32 one does not.
+"""
+import copy
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+import grape  # noqa: E402
+import grape.hf  # noqa: E402
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
+
+COMMON = dict(vocab_size=97, hidden_size=128, intermediate_size=160, num_hidden_layers=2,
+              num_attention_heads=4, max_position_embeddings=4096)
+
+
+def llama(**kw):
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**{**COMMON, "num_key_value_heads": 2, **kw}))
+
+
+def longrope_factors(n, seed):
+    g = np.random.default_rng(seed)
+    return dict(type="longrope", short_factor=list(1 + g.random(n)), long_factor=list(1 + 20 * g.random(n)))
+
+
+MODELS = {
+    "llama-default": lambda: llama(rope_theta=10000.0),
+    "llama-linear": lambda: llama(rope_scaling={"rope_type": "linear", "factor": 4.0}),
+    "llama-dynamic": lambda: llama(max_position_embeddings=2048,
+                                   rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
+    "llama-yarn": lambda: llama(rope_theta=1e6, rope_scaling={"rope_type": "yarn", "factor": 4.0}),
+    "llama-llama3": lambda: llama(rope_theta=500000.0, rope_scaling={
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 1024}),
+    "mistral": lambda: transformers.MistralForCausalLM(
+        transformers.MistralConfig(**COMMON, num_key_value_heads=1, rope_theta=1e6, sliding_window=None)),
+    "qwen2": lambda: transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**COMMON, num_key_value_heads=2)),
+    "qwen2-yarn": lambda: transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+        **COMMON, num_key_value_heads=2, rope_scaling={"type": "yarn", "factor": 4.0})),
+    "gemma": lambda: transformers.GemmaForCausalLM(
+        transformers.GemmaConfig(**COMMON, num_key_value_heads=1, head_dim=64)),
+    "phi3-longrope": lambda: transformers.Phi3ForCausalLM(transformers.Phi3Config(
+        **{**COMMON, "max_position_embeddings": 8192}, original_max_position_embeddings=2048,
+        rope_scaling=longrope_factors(16, 3), pad_token_id=0)),
+    "gpt_neox-partial": lambda: transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
+        vocab_size=97, hidden_size=128, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=4096, rotary_pct=0.25)),
+}
+
+
+class Float64Rotary(torch.nn.Module):
+    """cos/sin in float64 from the model's own float32 θ table and table switches (the original
+    module runs first, for dynamic NTK's and LongRoPE's updates)."""
+
+    def __init__(self, original):
+        super().__init__()
+        self.original = original
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        self.original(x.float(), position_ids)
+        inv_freq = self.original.inv_freq.to(torch.float64)
+        phase = position_ids.to(torch.float64)[..., None] * inv_freq
+        phase = torch.cat((phase, phase), dim=-1)
+        scale = self.original.attention_scaling
+        return (phase.cos() * scale).to(x.dtype), (phase.sin() * scale).to(x.dtype)
+
+
+def build(name):
+    torch.manual_seed(0)
+    return MODELS[name]().eval()
+
+
+def logits(model, ids, start):
+    position_ids = torch.arange(start, start + ids.shape[1]).expand(ids.shape[0], -1)
+    with torch.no_grad():
+        return model(input_ids=ids, position_ids=position_ids).logits.double()
+
+
+def float64_model(model):
+    m64 = copy.deepcopy(model).double()
+    owner = next(mod for mod in m64.modules() if isinstance(getattr(mod, "rotary_emb", None), torch.nn.Module))
+    owner.rotary_emb = Float64Rotary(owner.rotary_emb)
+    return m64
+
+
+IDS = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_patched_logits_match_transformers_below_4k(name):
+    model = build(name)
+    starts = (0, 3000) if name != "phi3-longrope" else (0, 1500, 3000)  # short and long factors
+    plain = [logits(model, IDS, s) for s in starts]
+    grape.hf.patch(model)
+    assert grape.hf.is_patched(model)
+    patched = [logits(model, IDS, s) for s in starts]
+    grape.hf.unpatch(model)
+    assert not grape.hf.is_patched(model)
+    for s, a, b in zip(starts, plain, patched):
+        err = (a - b).abs().max().item()
+        print("%s start %d: max |patched - transformers| = %.2e" % (name, s, err))
+        assert err < 2e-4 * (1 + a.abs().max().item()), (s, err)
+    # unpatch restores transformers' own computation, bit for bit
+    assert torch.equal(logits(model, IDS, starts[-1]).float(), plain[-1].float())
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_patched_logits_follow_float64_near_a_million(name):
+    model = build(name)
+    start = 1_000_000 - IDS.shape[1]
+    reference = logits(float64_model(model), IDS, start)
+    plain_err = (logits(model, IDS, start) - reference).abs().max().item()
+    grape.hf.patch(model)
+    grape_err = (logits(model, IDS, start) - reference).abs().max().item()
+    grape.hf.unpatch(model)
+    scale = reference.abs().max().item()
+    print("%s at 10^6: max error vs float64: grape %.2e, transformers float32 %.2e (logits up to %.2f)"
+          % (name, grape_err, plain_err, scale))
+    assert grape_err < 1e-4 * (1 + scale)
+    assert plain_err > 10 * grape_err
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_grape_table_is_transformers_table_bit_for_bit(name):
+    model = build(name)
+    config = model.config
+    scaling = getattr(config, "rope_scaling", None) or {}
+    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+    for seq_len in (None, 3000, 100_000):
+        length = seq_len
+        if rope_type == "dynamic" and seq_len is not None:
+            length = torch.tensor(seq_len)  # as transformers' forward passes it
+        want, factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=length)
+        enc = grape.from_config(config.to_dict(), seq_len=seq_len if seq_len else
+                                config.max_position_embeddings if rope_type != "longrope" else
+                                config.original_max_position_embeddings)
+        got = np.asarray(enc.inv_freq)
+        assert np.array_equal(got.astype(np.float32), want.numpy()), (seq_len, got, want)
+        assert np.array_equal(got, got.astype(np.float32).astype(np.float64))
+        assert enc.attention_factor == pytest.approx(factor, rel=1e-12)
+
+
+BUNDLED = ["codellama-7b", "falcon-7b", "gemma-2b", "gpt-neox-20b", "llama-2-7b", "llama-3.1-8b",
+           "mistral-7b-v0.1", "qwen2.5-7b-instruct-yarn", "synthetic-longrope"]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_config_tables_are_transformers_tables_bit_for_bit(name):
+    path = pathlib.Path(__file__).parents[2] / "examples" / "configs" / name / "config.json"
+    d = json.loads(path.read_text())
+    config = transformers.AutoConfig.for_model(**d)
+    scaling = getattr(config, "rope_scaling", None) or {}
+    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+    want, _ = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu")
+    seq_len = getattr(config, "original_max_position_embeddings", None) if rope_type == "longrope" else None
+    got = np.asarray(grape.from_config(path, seq_len=seq_len).inv_freq)
+    assert np.array_equal(got.astype(np.float32), want.numpy())
+    # the formulas' float64 table is another table: it differs in some plane
+    f64 = np.asarray(grape.from_config(path, seq_len=seq_len, precision="float64").inv_freq)
+    assert not np.array_equal(f64, got)
+
+
+def test_patched_bfloat16_model_stays_with_the_float32_one():
+    model = build("llama-llama3")
+    reference = logits(model, IDS, 3000)
+    bf16 = copy.deepcopy(model).to(torch.bfloat16)
+    plain_err = (logits(bf16, IDS, 3000) - reference).abs().max().item()
+    grape.hf.patch(bf16)
+    grape_err = (logits(bf16, IDS, 3000) - reference).abs().max().item()
+    grape.hf.unpatch(bf16)
+    print("bfloat16 llama3 at 3000: max error vs float32: grape %.2e, transformers %.2e" % (grape_err, plain_err))
+    assert np.isfinite(grape_err) and grape_err < 0.05 * (1 + reference.abs().max().item())
+    assert grape_err < 2 * plain_err  # rotation in float32, one rounding: no worse than transformers'
+
+
+def test_patch_counts_on_grapes_kernel(monkeypatch):
+    calls = []
+    rotate = grape.hf._grape_torch.rotate_qk
+    monkeypatch.setattr(grape.hf._grape_torch, "rotate_qk", lambda *a, **kw: calls.append(1) or rotate(*a, **kw))
+    model = build("llama-default")
+    grape.hf.patch(model)
+    logits(model, IDS, 5)
+    grape.hf.unpatch(model)
+    logits(model, IDS, 5)
+    assert len(calls) == model.config.num_hidden_layers
+
+
+def test_patch_refuses_an_unsupported_model():
+    model = transformers.BertModel(transformers.BertConfig(
+        vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
+    with pytest.raises(grape.GrapeError, match="grape: hf.patch: model_type 'bert'"):
+        grape.hf.patch(model)
