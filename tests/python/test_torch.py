@@ -80,3 +80,44 @@ def test_wrong_input_raises_value_error_not_a_crash():
     enc = grape.rope(head_dim=16)
     with pytest.raises(ValueError, match="dtype must be float32"):
         rotate_qk(torch.randn(2, 1, 16, dtype=torch.float64), torch.randn(2, 1, 16, dtype=torch.float64), enc)
+
+
+def test_fox_bias_gradient_matches_float64_autograd_of_the_prefix_sums():
+    from grape.torch import fox_bias
+    g = torch.Generator().manual_seed(5)
+    lf = torch.nn.functional.logsigmoid(torch.randn(2, 3, 9, generator=g, dtype=torch.float64))
+    lf32 = lf.float().requires_grad_(True)
+    weights = torch.randn(2, 3, 9, 9, generator=g, dtype=torch.float64)
+    tile = fox_bias(lf32)
+    mask = torch.ones(9, 9, dtype=torch.bool).triu(1)
+    assert torch.isinf(tile[..., mask]).all() and (tile[..., mask] < 0).all()
+    (tile.masked_fill(mask, 0).double() * weights).sum().backward()
+    # independent: b[i, j] = c[i] - c[j], c = cumsum(lf), float64 autograd
+    lf64 = lf32.detach().double().requires_grad_(True)
+    c = lf64.cumsum(-1)
+    ref = (c[..., :, None] - c[..., None, :]).masked_fill(mask, 0)
+    (ref * weights).sum().backward()
+    np.testing.assert_allclose(tile.masked_fill(mask, 0).double().detach(), ref.detach(), atol=1e-6)
+    np.testing.assert_allclose(lf32.grad.double(), lf64.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_grape_a_bias_is_the_papers_formula_and_differentiable():
+    from grape.torch import grape_a_bias
+    g = torch.Generator().manual_seed(6)
+    heads, t = 3, 7
+    omega = torch.rand(heads, generator=g, dtype=torch.float64).requires_grad_(True)
+    kg = torch.nn.functional.softplus(torch.randn(2, heads, t, generator=g, dtype=torch.float64)).requires_grad_(True)
+    qg = torch.nn.functional.softplus(torch.randn(2, heads, t, generator=g, dtype=torch.float64)).requires_grad_(True)
+    for query_gate in (None, qg):
+        b = grape_a_bias(omega, kg, query_gate).detach().numpy()
+        for n in range(2):
+            for h in range(heads):
+                for i in range(t):
+                    for j in range(t):
+                        if j > i:
+                            assert b[n, h, i, j] == float("-inf")
+                        else:
+                            rate = kg[n, h, j].item() + (0.0 if query_gate is None else qg[n, h, i].item())
+                            assert b[n, h, i, j] == pytest.approx(-(i - j) * omega[h].item() * rate, rel=1e-14)
+    finite = lambda o, k, q: grape_a_bias(o, k, q, causal_mask_value=0.0)
+    assert torch.autograd.gradcheck(finite, (omega, kg, qg))
