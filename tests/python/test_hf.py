@@ -199,3 +199,28 @@ def test_patch_refuses_an_unsupported_model():
         vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
     with pytest.raises(grape.GrapeError, match="grape: hf.patch: model_type 'bert'"):
         grape.hf.patch(model)
+
+
+def greedy_decode(model, prompt, steps):
+    """Greedy decoding through the KV cache: after the prompt, one token per call, its position
+    taken from the cache length (model.generate needs torch.distributed, which Debian's torch 1.13
+    cannot import under Python 3.11)."""
+    with torch.no_grad():
+        out = model(input_ids=prompt, use_cache=True)
+        tokens = [out.logits[:, -1].argmax(-1)]
+        for _ in range(steps - 1):
+            out = model(input_ids=tokens[-1][:, None], past_key_values=out.past_key_values, use_cache=True)
+            tokens.append(out.logits[:, -1].argmax(-1))
+    return torch.stack(tokens, dim=1), out.logits
+
+
+@pytest.mark.parametrize("name", ["llama-llama3", "phi3-longrope", "gpt_neox-partial"])
+def test_patched_model_decodes_like_transformers_through_the_kv_cache(name):
+    model = build(name)
+    prompt = IDS[:1, :8]
+    plain, plain_logits = greedy_decode(model, prompt, 12)
+    grape.hf.patch(model)
+    patched, patched_logits = greedy_decode(model, prompt, 12)
+    grape.hf.unpatch(model)
+    assert torch.equal(plain, patched)
+    assert (plain_logits - patched_logits).abs().max().item() < 1e-5
