@@ -13,8 +13,9 @@ whose angle error grows with the position. The modeling module's `apply_rotary_p
 so that, for cos/sin that came from grape, Q and K are rotated by grape's kernel (grape.torch, so
 gradients flow); any other call goes to transformers' function unchanged.
 
-Families: Llama, Mistral, Qwen2, Gemma, Phi-3 (LongRoPE) and GPT-NeoX (partial rotary), all with
-rotate_half (half-split) weights, as transformers stores them. Tested with transformers 4.49.
+Families: Llama, Mistral, Qwen2, Qwen3, Gemma, Phi-3 (LongRoPE), GPT-NeoX (partial rotary) and
+DeepSeek-V3 (interleaved pairs, apply_rotary_pos_emb_interleave). Tested with transformers 4.49 on
+torch 1.13 (Qwen3 and DeepSeek-V3 are newer than 4.49) and transformers 5.25 on torch 2.15.
 """
 import importlib as _importlib
 
@@ -23,9 +24,9 @@ import torch as _torch
 import grape as _grape
 import grape.torch as _grape_torch
 
-_SUPPORTED = ("llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox")
+_SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "gpt_neox", "deepseek_v3")
 
-# modeling module -> [transformers' apply_rotary_pos_emb, number of patched models using it]
+# modeling module -> [{name: transformers' apply step}, number of patched models using it]
 _wrapped_modules = {}
 
 
@@ -84,20 +85,47 @@ class GrapeRotaryEmbedding(_torch.nn.Module):
         return cos, sin
 
 
-def _grape_apply(original):
-    def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+_kernel_encodings = {}
+
+
+def _kernel_encoding(enc, head_dim, layout):
+    """enc as the apply step sees the tensors: its table for head_dim channels in this layout."""
+    if enc.head_dim == head_dim and enc.layout == layout:
+        return enc
+    key = (id(enc), head_dim, layout)
+    hit = _kernel_encodings.get(key)
+    if hit is None or hit[0] is not enc:
+        hit = (enc, _grape.rotary(list(enc.inv_freq), head_dim=head_dim, layout=layout,
+                                  attention_factor=enc.attention_factor))
+        _kernel_encodings[key] = hit
+    return hit[1]
+
+
+def _grape_apply(original, interleaved):
+    """transformers' apply step, with grape's kernel for grape's cos/sin. interleaved: DeepSeek's
+    apply_rotary_pos_emb_interleave, which rotates pairs (2i, 2i + 1) and returns the rotated
+    pairs' first members, then their second members (the half-split order)."""
+    def apply(q, k, cos, sin, *args, **kwargs):
         tag = getattr(cos, "_grape", None)
-        if tag is None or unsqueeze_dim != 1 or q.device.type != "cpu":
-            return original(q, k, cos, sin, position_ids, unsqueeze_dim)
+        if tag is None or args or kwargs.get("unsqueeze_dim", 1) != 1 or q.device.type != "cpu":
+            return original(q, k, cos, sin, *args, **kwargs)
         enc, pos = tag
+        enc = _kernel_encoding(enc, q.shape[-1], "interleaved" if interleaved else "half_split")
         positions = pos.reshape(-1).to(_torch.int64).contiguous()
         # transformers' [batch, heads, seq, dim] as grape's [batch, seq, heads, dim] (a view).
         q_rot, k_rot = _grape_torch.rotate_qk(q.transpose(1, 2), k.transpose(1, 2), enc,
                                               positions=positions)
-        return q_rot.transpose(1, 2), k_rot.transpose(1, 2)
+        q_rot, k_rot = q_rot.transpose(1, 2), k_rot.transpose(1, 2)
+        if interleaved:
+            q_rot = _torch.cat([q_rot[..., 0::2], q_rot[..., 1::2]], dim=-1)
+            k_rot = _torch.cat([k_rot[..., 0::2], k_rot[..., 1::2]], dim=-1)
+        return q_rot, k_rot
 
-    apply_rotary_pos_emb.__wrapped__ = original
-    return apply_rotary_pos_emb
+    apply.__wrapped__ = original
+    return apply
+
+
+_APPLY_STEPS = (("apply_rotary_pos_emb", False), ("apply_rotary_pos_emb_interleave", True))
 
 
 def _rotary_owner(model):
@@ -121,8 +149,11 @@ def patch(model):
     owner.rotary_emb = GrapeRotaryEmbedding(owner.rotary_emb, model.config)
     entry = _wrapped_modules.get(modeling.__name__)
     if entry is None:
-        entry = [modeling.apply_rotary_pos_emb, 0]
-        modeling.apply_rotary_pos_emb = _grape_apply(entry[0])
+        originals = {name: getattr(modeling, name) for name, _ in _APPLY_STEPS if hasattr(modeling, name)}
+        for name, interleaved in _APPLY_STEPS:
+            if name in originals:
+                setattr(modeling, name, _grape_apply(originals[name], interleaved))
+        entry = [originals, 0]
         _wrapped_modules[modeling.__name__] = entry
     entry[1] += 1
     return model
@@ -137,7 +168,8 @@ def unpatch(model):
     entry = _wrapped_modules[modeling.__name__]
     entry[1] -= 1
     if entry[1] == 0:
-        modeling.apply_rotary_pos_emb = entry[0]
+        for name, original in entry[0].items():
+            setattr(modeling, name, original)
         del _wrapped_modules[modeling.__name__]
     return model
 

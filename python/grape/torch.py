@@ -31,9 +31,7 @@ class _RotateQK(_torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_q, grad_k):
         q, k = ctx.saved_tensors
-        # The kernels address gradients like the inputs: same strides.
-        grad_q = grad_q.contiguous() if q.is_contiguous() else grad_q.new_empty_strided(q.size(), q.stride()).copy_(grad_q)
-        grad_k = grad_k.contiguous() if k.is_contiguous() else grad_k.new_empty_strided(k.size(), k.stride()).copy_(grad_k)
+        grad_q, grad_k = _like(grad_q, q), _like(grad_k, k)
         dq, dk = _grape.rotate_qk_backward(grad_q, grad_k, ctx.encoding, positions=ctx.positions, offsets=ctx.offsets)
         d_inv_freq = None
         if ctx.inv_freq_meta is not None and ctx.needs_input_grad[2]:
@@ -44,12 +42,110 @@ class _RotateQK(_torch.autograd.Function):
         return dq, dk, d_inv_freq, None, None, None
 
 
+def _like(grad, x):
+    """grad laid out with x's strides: the kernels address gradients like the inputs."""
+    if x.is_contiguous():
+        return grad.contiguous()
+    return grad.new_empty_strided(x.size(), x.stride()).copy_(grad)
+
+
+# torch >= 2.4: grape::rotate_qk and its backward are torch custom ops (torch.library), with fake
+# implementations, so torch.compile keeps them in the graph instead of breaking it.
+HAVE_CUSTOM_OPS = hasattr(getattr(_torch, "library", None), "custom_op")
+
+if HAVE_CUSTOM_OPS:
+    from typing import Tuple as _Tuple
+
+    def _encoding_of(inv_freq, head_dim, layout, attention_factor):
+        table = inv_freq.detach().to(_torch.float64).cpu().tolist()
+        return _grape.rotary(table, head_dim=head_dim, layout=layout, attention_factor=attention_factor)
+
+    def _empty_like_strided(x):
+        return _torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+
+    @_torch.library.custom_op("grape::rotate_qk", mutates_args=())
+    def _rotate_qk_op(q: _torch.Tensor, k: _torch.Tensor, inv_freq: _torch.Tensor, positions: _torch.Tensor,
+                      head_dim: int, layout: str, attention_factor: float) -> _Tuple[_torch.Tensor, _torch.Tensor]:
+        enc = _encoding_of(inv_freq, head_dim, layout, attention_factor)
+        return _grape.rotate_qk(q, k, enc, positions=positions)
+
+    @_rotate_qk_op.register_fake
+    def _(q, k, inv_freq, positions, head_dim, layout, attention_factor):
+        return _empty_like_strided(q), _empty_like_strided(k)
+
+    @_torch.library.custom_op("grape::rotate_qk_backward", mutates_args=())
+    def _rotate_qk_backward_op(grad_q: _torch.Tensor, grad_k: _torch.Tensor, inv_freq: _torch.Tensor,
+                               positions: _torch.Tensor, head_dim: int, layout: str,
+                               attention_factor: float) -> _Tuple[_torch.Tensor, _torch.Tensor]:
+        enc = _encoding_of(inv_freq, head_dim, layout, attention_factor)
+        return _grape.rotate_qk_backward(grad_q, grad_k, enc, positions=positions)
+
+    @_rotate_qk_backward_op.register_fake
+    def _(grad_q, grad_k, inv_freq, positions, head_dim, layout, attention_factor):
+        return _empty_like_strided(grad_q), _empty_like_strided(grad_k)
+
+    @_torch.library.custom_op("grape::inv_freq_grad", mutates_args=())
+    def _inv_freq_grad_op(q: _torch.Tensor, k: _torch.Tensor, grad_q: _torch.Tensor, grad_k: _torch.Tensor,
+                          inv_freq: _torch.Tensor, positions: _torch.Tensor, head_dim: int, layout: str,
+                          attention_factor: float) -> _torch.Tensor:
+        enc = _encoding_of(inv_freq, head_dim, layout, attention_factor)
+        g = _grape.inv_freq_grad(q, k, grad_q, grad_k, enc, positions=positions)
+        return _torch.tensor(g, dtype=inv_freq.dtype, device=inv_freq.device)
+
+    @_inv_freq_grad_op.register_fake
+    def _(q, k, grad_q, grad_k, inv_freq, positions, head_dim, layout, attention_factor):
+        return inv_freq.new_empty(inv_freq.shape)
+
+    def _setup_context(ctx, inputs, output):
+        q, k, inv_freq, positions, head_dim, layout, attention_factor = inputs
+        ctx.save_for_backward(q, k, inv_freq, positions)
+        ctx.meta = (head_dim, layout, attention_factor)
+
+    def _backward(ctx, grad_q, grad_k):
+        q, k, inv_freq, positions = ctx.saved_tensors
+        grad_q, grad_k = _like(grad_q, q), _like(grad_k, k)
+        dq, dk = _rotate_qk_backward_op(grad_q, grad_k, inv_freq, positions, *ctx.meta)
+        d_inv_freq = None
+        if ctx.needs_input_grad[2]:
+            d_inv_freq = _inv_freq_grad_op(q, k, grad_q, grad_k, inv_freq, positions, *ctx.meta)
+        return dq, dk, d_inv_freq, None, None, None, None
+
+    _rotate_qk_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _rotary_params_of(encoding):
+    return encoding.head_dim, encoding.layout, float(encoding.attention_factor), tuple(encoding.inv_freq)
+
+
+# torch.compile cannot trace into the nanobind object: its parameters are a constant of the graph.
+_rotary_params = (_torch.compiler.assume_constant_result(_rotary_params_of)
+                  if HAVE_CUSTOM_OPS else _rotary_params_of)
+
+
+def _positions_tensor(q, positions, offsets):
+    """The op's int64 positions: given ids, or offsets[b] + s, or s."""
+    if positions is not None:
+        return _torch.as_tensor(positions).to(_torch.int64).contiguous()
+    seq = q.shape[1] if q.dim() == 4 else q.shape[0]
+    s = _torch.arange(seq, dtype=_torch.int64)
+    if q.dim() == 4:
+        base = _torch.zeros(q.shape[0], dtype=_torch.int64) if offsets is None else _torch.as_tensor(offsets).to(_torch.int64)
+        return (base[:, None] + s[None, :]).reshape(-1)
+    return s
+
+
 def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
     """Differentiable grape.rotate_qk: returns (q_rot, k_rot); see the module's docstring."""
     if not q.is_contiguous() and q.stride(-1) != 1:
         q = q.contiguous()
     if not k.is_contiguous() and k.stride(-1) != 1:
         k = k.contiguous()
+    if HAVE_CUSTOM_OPS:
+        head_dim, layout, attention_factor, table = _rotary_params(encoding)
+        if inv_freq is None:
+            inv_freq = _torch.tensor(table, dtype=_torch.float64)
+        return _rotate_qk_op(q, k, inv_freq, _positions_tensor(q, positions, offsets), head_dim, layout,
+                             attention_factor)
     return _RotateQK.apply(q, k, inv_freq, encoding, positions, offsets)
 
 

@@ -54,6 +54,37 @@ MODELS = {
         vocab_size=97, hidden_size=128, intermediate_size=160, num_hidden_layers=2,
         num_attention_heads=4, max_position_embeddings=4096, rotary_pct=0.25)),
 }
+# Newer than transformers 4.49, the last release for torch 1.13: run where the installed one has them.
+if hasattr(transformers, "Qwen3ForCausalLM"):
+    MODELS["qwen3"] = lambda: transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
+        **COMMON, num_key_value_heads=2, head_dim=32))
+if hasattr(transformers, "DeepseekV3ForCausalLM"):
+    MODELS["deepseek_v3-yarn"] = lambda: transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(
+        **COMMON, num_key_value_heads=4, moe_intermediate_size=64, n_routed_experts=4, num_experts_per_tok=2,
+        n_shared_experts=1, n_group=1, topk_group=1, first_k_dense_replace=2, q_lora_rank=64, kv_lora_rank=32,
+        qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32, head_dim=16, rope_interleave=True,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024,
+                      "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}))
+
+
+def rope_type_of(config):
+    scaling = getattr(config, "rope_scaling", None) or getattr(config, "rope_parameters", None) or {}
+    return scaling.get("rope_type", scaling.get("type", "default"))
+
+
+def transformers_table(config, seq_len=None):
+    """θ as transformers computes it: its rope function for the scaled types, its rotary module's
+    buffer for the default one (transformers 5 keeps that computation in the module)."""
+    rope_type = rope_type_of(config)
+    if rope_type == "default":
+        import importlib
+        modeling = importlib.import_module("transformers.models.%s.modeling_%s" % (config.model_type, config.model_type))
+        rotary = next(getattr(modeling, n) for n in dir(modeling) if n.endswith("RotaryEmbedding"))
+        return rotary(config=config).inv_freq.numpy(), 1.0
+    if rope_type == "dynamic" and seq_len is not None:
+        seq_len = torch.tensor(seq_len)  # as transformers' forward passes it
+    inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq_len)
+    return inv_freq.numpy(), factor
 
 
 class Float64Rotary(torch.nn.Module):
@@ -133,18 +164,14 @@ def test_patched_logits_follow_float64_near_a_million(name):
 def test_grape_table_is_transformers_table_bit_for_bit(name):
     model = build(name)
     config = model.config
-    scaling = getattr(config, "rope_scaling", None) or {}
-    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+    rope_type = rope_type_of(config)
     for seq_len in (None, 3000, 100_000):
-        length = seq_len
-        if rope_type == "dynamic" and seq_len is not None:
-            length = torch.tensor(seq_len)  # as transformers' forward passes it
-        want, factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=length)
+        want, factor = transformers_table(config, seq_len)
         enc = grape.from_config(config.to_dict(), seq_len=seq_len if seq_len else
                                 config.max_position_embeddings if rope_type != "longrope" else
                                 config.original_max_position_embeddings)
         got = np.asarray(enc.inv_freq)
-        assert np.array_equal(got.astype(np.float32), want.numpy()), (seq_len, got, want)
+        assert np.array_equal(got.astype(np.float32), want), (seq_len, got, want)
         assert np.array_equal(got, got.astype(np.float32).astype(np.float64))
         assert enc.attention_factor == pytest.approx(factor, rel=1e-12)
 
@@ -158,12 +185,11 @@ def test_bundled_config_tables_are_transformers_tables_bit_for_bit(name):
     path = pathlib.Path(__file__).parents[2] / "examples" / "configs" / name / "config.json"
     d = json.loads(path.read_text())
     config = transformers.AutoConfig.for_model(**d)
-    scaling = getattr(config, "rope_scaling", None) or {}
-    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
-    want, _ = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu")
+    rope_type = rope_type_of(config)
+    want, _ = transformers_table(config)
     seq_len = getattr(config, "original_max_position_embeddings", None) if rope_type == "longrope" else None
     got = np.asarray(grape.from_config(path, seq_len=seq_len).inv_freq)
-    assert np.array_equal(got.astype(np.float32), want.numpy())
+    assert np.array_equal(got.astype(np.float32), want)
     # the formulas' float64 table is another table: it differs in some plane
     f64 = np.asarray(grape.from_config(path, seq_len=seq_len, precision="float64").inv_freq)
     assert not np.array_equal(f64, got)
@@ -182,11 +208,12 @@ def test_patched_bfloat16_model_stays_with_the_float32_one():
     assert grape_err < 2 * plain_err  # rotation in float32, one rounding: no worse than transformers'
 
 
-def test_patch_counts_on_grapes_kernel(monkeypatch):
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_patch_runs_grapes_kernel_once_per_layer(name, monkeypatch):
     calls = []
     rotate = grape.hf._grape_torch.rotate_qk
     monkeypatch.setattr(grape.hf._grape_torch, "rotate_qk", lambda *a, **kw: calls.append(1) or rotate(*a, **kw))
-    model = build("llama-default")
+    model = build(name)
     grape.hf.patch(model)
     logits(model, IDS, 5)
     grape.hf.unpatch(model)

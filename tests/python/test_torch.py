@@ -121,3 +121,32 @@ def test_grape_a_bias_is_the_papers_formula_and_differentiable():
                             assert b[n, h, i, j] == pytest.approx(-(i - j) * omega[h].item() * rate, rel=1e-14)
     finite = lambda o, k, q: grape_a_bias(o, k, q, causal_mask_value=0.0)
     assert torch.autograd.gradcheck(finite, (omega, kg, qg))
+
+
+@pytest.mark.skipif(not grape.torch.HAVE_CUSTOM_OPS,
+                    reason="torch.library.custom_op needs torch >= 2.4 (Debian's torch is 1.13); "
+                           "scripts/test_pypi_torch.sh runs this")
+def test_rotate_qk_is_a_custom_op_that_torch_compile_keeps_in_one_graph():
+    enc = grape.rope(head_dim=32, base=500000.0)
+    g = torch.Generator().manual_seed(9)
+    q = torch.randn(2, 6, 4, 32, generator=g, requires_grad=True)
+    k = torch.randn(2, 6, 2, 32, generator=g, requires_grad=True)
+    theta = torch.tensor(enc.inv_freq, requires_grad=True)
+    offsets = torch.tensor([0, 1000])
+
+    def loss(q, k, theta):
+        q_rot, k_rot = rotate_qk(q, k, enc, offsets=offsets, inv_freq=theta)
+        return (q_rot[:, :, :2] * k_rot).square().sum() + q_rot.sum()
+
+    eager = loss(q, k, theta)
+    eager_grads = torch.autograd.grad(eager, (q, k, theta))
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")  # fullgraph: a break would raise
+    got = compiled(q, k, theta)
+    got_grads = torch.autograd.grad(got, (q, k, theta))
+    assert torch.allclose(got, eager)
+    for a, b in zip(got_grads, eager_grads):
+        assert torch.allclose(a, b)
+    positions = torch.arange(12)
+    torch.library.opcheck(torch.ops.grape.rotate_qk.default,
+                          (q.detach().reshape(12, 4, 32), k.detach().reshape(12, 2, 32), theta.detach(), positions,
+                           32, "half_split", 1.0))
