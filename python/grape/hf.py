@@ -37,7 +37,8 @@ class GrapeRotaryEmbedding(_torch.nn.Module):
         super().__init__()
         self.original = original
         self.config_dict = config.to_dict()
-        scaling = getattr(config, "rope_scaling", None) or {}
+        # transformers 4 says rope_scaling, transformers 5 rope_parameters
+        scaling = getattr(config, "rope_scaling", None) or getattr(config, "rope_parameters", None) or {}
         self.rope_type = scaling.get("rope_type", scaling.get("type", "default"))
         self.max_position_embeddings = config.max_position_embeddings
         # dynamic NTK: transformers keeps the longest length seen and resets below the original.
@@ -76,7 +77,7 @@ class GrapeRotaryEmbedding(_torch.nn.Module):
     def forward(self, x, position_ids):
         enc = self.encoding(self.table_length(position_ids))
         inv_freq = _torch.tensor(enc.inv_freq, dtype=_torch.float64, device=position_ids.device)
-        # position (< 2^53) times a float32 θ is exact in float64; one rounding to x.dtype.
+        # m·θ in float64 (exact below m = 2^29 for a float32 θ), cos and sin rounded once to x.dtype.
         phase = position_ids.to(_torch.float64)[..., None] * inv_freq
         phase = _torch.cat((phase, phase), dim=-1)
         cos = (phase.cos() * enc.attention_factor).to(x.dtype)

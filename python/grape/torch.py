@@ -9,6 +9,8 @@ learned frequencies (GRAPE-M's non-contextual variant) train through the kernel:
 gives dL/dq, dL/dk (the rotation by minus the angle) and dL/d inv_freq (accumulated in float64).
 CPU tensors, float32/float16/bfloat16, as grape.rotate_qk takes them.
 """
+import dataclasses as _dataclasses
+
 import torch as _torch
 
 import grape as _grape
@@ -113,13 +115,22 @@ if HAVE_CUSTOM_OPS:
     _rotate_qk_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def _rotary_params_of(encoding):
-    return encoding.head_dim, encoding.layout, float(encoding.attention_factor), tuple(encoding.inv_freq)
+@_dataclasses.dataclass(frozen=True)
+class RotaryTable:
+    """A rotary encoding's kernel parameters as plain Python values. rotate_qk takes it in place of
+    the encoding; torch.compile traces it (it cannot trace into grape's C++ encoding objects), so
+    pass RotaryTable.of(encoding) to code that is compiled with fullgraph=True."""
+    head_dim: int
+    layout: str
+    attention_factor: float
+    inv_freq: tuple
 
-
-# torch.compile cannot trace into the nanobind object: its parameters are a constant of the graph.
-_rotary_params = (_torch.compiler.assume_constant_result(_rotary_params_of)
-                  if HAVE_CUSTOM_OPS else _rotary_params_of)
+    @staticmethod
+    def of(encoding):
+        if isinstance(encoding, RotaryTable):
+            return encoding
+        return RotaryTable(encoding.head_dim, encoding.layout, float(encoding.attention_factor),
+                           tuple(encoding.inv_freq))
 
 
 def _positions_tensor(q, positions, offsets):
@@ -141,11 +152,14 @@ def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
     if not k.is_contiguous() and k.stride(-1) != 1:
         k = k.contiguous()
     if HAVE_CUSTOM_OPS:
-        head_dim, layout, attention_factor, table = _rotary_params(encoding)
+        t = RotaryTable.of(encoding)
         if inv_freq is None:
-            inv_freq = _torch.tensor(table, dtype=_torch.float64)
-        return _rotate_qk_op(q, k, inv_freq, _positions_tensor(q, positions, offsets), head_dim, layout,
-                             attention_factor)
+            inv_freq = _torch.tensor(t.inv_freq, dtype=_torch.float64)
+        return _rotate_qk_op(q, k, inv_freq, _positions_tensor(q, positions, offsets), t.head_dim, t.layout,
+                             t.attention_factor)
+    if isinstance(encoding, RotaryTable):
+        encoding = _grape.rotary(list(encoding.inv_freq), head_dim=encoding.head_dim, layout=encoding.layout,
+                                 attention_factor=encoding.attention_factor)
     return _RotateQK.apply(q, k, inv_freq, encoding, positions, offsets)
 
 

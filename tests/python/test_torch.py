@@ -134,19 +134,35 @@ def test_rotate_qk_is_a_custom_op_that_torch_compile_keeps_in_one_graph():
     theta = torch.tensor(enc.inv_freq, requires_grad=True)
     offsets = torch.tensor([0, 1000])
 
-    def loss(q, k, theta):
-        q_rot, k_rot = rotate_qk(q, k, enc, offsets=offsets, inv_freq=theta)
+    def loss(q, k, theta, table):
+        q_rot, k_rot = rotate_qk(q, k, table, offsets=offsets, inv_freq=theta)
         return (q_rot[:, :, :2] * k_rot).square().sum() + q_rot.sum()
 
-    eager = loss(q, k, theta)
-    eager_grads = torch.autograd.grad(eager, (q, k, theta))
     compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")  # fullgraph: a break would raise
-    got = compiled(q, k, theta)
-    got_grads = torch.autograd.grad(got, (q, k, theta))
-    assert torch.allclose(got, eager)
-    for a, b in zip(got_grads, eager_grads):
-        assert torch.allclose(a, b)
+    other = grape.rope(head_dim=32, base=700.0)
+    for e, th in ((enc, theta), (other, None), (enc, theta)):  # another table: recompiled, not reused
+        table = grape.torch.RotaryTable.of(e)
+        eager = loss(q, k, th, e)
+        got = compiled(q, k, th, table)
+        assert torch.allclose(got, eager)
+        wrt = (q, k) if th is None else (q, k, th)
+        for a, b in zip(torch.autograd.grad(got, wrt), torch.autograd.grad(eager, wrt)):
+            assert torch.allclose(a, b)
     positions = torch.arange(12)
     torch.library.opcheck(torch.ops.grape.rotate_qk.default,
                           (q.detach().reshape(12, 4, 32), k.detach().reshape(12, 2, 32), theta.detach(), positions,
                            32, "half_split", 1.0))
+
+
+def test_a_rotary_table_rotates_like_its_encoding():
+    enc = grape.from_config({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+                             "rope_theta": 500000.0, "max_position_embeddings": 8192,
+                             "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}})
+    table = grape.torch.RotaryTable.of(enc)
+    assert (table.head_dim, table.layout, len(table.inv_freq)) == (64, "half_split", 32)
+    assert table.attention_factor == enc.attention_factor != 1.0
+    g = torch.Generator().manual_seed(3)
+    q, k = torch.randn(7, 4, 64, generator=g), torch.randn(7, 2, 64, generator=g)
+    pos = torch.tensor([0, 1, 5, 100, 4000, 70000, 2**31 - 1])
+    a, b = rotate_qk(q, k, enc, positions=pos), rotate_qk(q, k, table, positions=pos)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
