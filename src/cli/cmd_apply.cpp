@@ -69,7 +69,7 @@ void run(const apply_options& o) {
   std::int64_t len = 0;
   for (auto p : pos) len = std::max(len, p < INT64_MAX ? p + 1 : p);
   if (o.seq_len) len = *o.seq_len;
-  const schedule_table table = evaluate(m.rotary.schedule, len, precision);
+  const schedule_table table = model::evaluate_schedule(m, len, precision);
   const rotary_spec spec = make_rotary_spec(table, m.rotary.head_dim, m.rotary.rotary_dim,
                                             m.rotary.layout);
 

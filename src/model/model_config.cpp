@@ -387,6 +387,19 @@ std::string_view to_string(encoding_kind k) {
   return "?";
 }
 
+schedule_table evaluate_schedule(const model_description& desc, std::int64_t seq_len,
+                                 frequency_precision precision) {
+  try {
+    return evaluate(desc.rotary.schedule, seq_len, precision);
+  } catch (const input_error& e) {
+    if (desc.file.empty()) throw;
+    std::string message = e.what();
+    constexpr std::string_view head = "grape: ";
+    if (message.starts_with(head)) message.erase(0, head.size());
+    throw input_error(fmt::format("{}: {}", desc.file, message));
+  }
+}
+
 evaluated_rotary evaluate_rotary(const model_description& desc, std::optional<std::int64_t> seq_len,
                                  frequency_precision precision) {
   const rope_schedule& s = desc.rotary.schedule;
@@ -394,7 +407,7 @@ evaluated_rotary evaluate_rotary(const model_description& desc, std::optional<st
                                                                              : s.original_max_position_embeddings);
   if (len < 0) throw input_error(fmt::format("seq_len: must be >= 0 (got {})", len));
   evaluated_rotary r;
-  r.table = evaluate(s, len, precision);
+  r.table = evaluate_schedule(desc, len, precision);
   r.spec = make_rotary_spec(r.table, desc.rotary.head_dim, desc.rotary.rotary_dim, desc.rotary.layout);
   return r;
 }

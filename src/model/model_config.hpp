@@ -60,6 +60,10 @@ model_description load_model_config(const std::string& path);
 
 std::string_view to_string(encoding_kind k);
 
+/// evaluate(desc.rotary.schedule, seq_len, precision); a bad schedule's error names desc.file.
+schedule_table evaluate_schedule(const model_description& desc, std::int64_t seq_len,
+                                 frequency_precision precision);
+
 /// A rotary model's table and kernel parameters at `seq_len` (default: max_position_embeddings, or
 /// the original context if that is all the config states). What inspect, apply, plot and the
 /// Python module's from_config evaluate.

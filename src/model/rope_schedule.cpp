@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "grape/detail/error.hpp"
@@ -57,6 +58,22 @@ double ntk_base(double base, double x, int d) {
 
 void check_finite(double v, std::string_view where, std::string_view field) {
   if (!std::isfinite(v)) throw input_error(fmt::format("{}.{}: must be a finite number", where, field));
+}
+
+// The reference's float32 table rounds every parameter to float32: one beyond its range would
+// turn into infinity there, so it is refused rather than evaluated into zeros or NaN.
+void check_float32_range(const rope_schedule& s) {
+  auto check = [](std::string_view field, double v) {
+    if (!(std::fabs(v) < std::numeric_limits<float>::max()))
+      throw input_error(fmt::format("rope schedule: {} {} is beyond float32, where the reference's "
+                                    "float32 table lives (use --precision float64)", field, v));
+  };
+  check("rope_theta", s.base);
+  check("factor", s.factor);
+  check("low_freq_factor", s.low_freq_factor);
+  check("high_freq_factor", s.high_freq_factor);
+  for (double f : s.short_factor) check("short_factor", f);
+  for (double f : s.long_factor) check("long_factor", f);
 }
 
 void fill_yarn(const rope_schedule& s, frequency_precision p, schedule_table& t) {
@@ -279,6 +296,7 @@ void validate(const rope_schedule& s, std::string_view where) {
 
 schedule_table evaluate(const rope_schedule& s, std::int64_t seq_len, frequency_precision p) {
   validate(s, "rope schedule");
+  if (p == frequency_precision::float32_reference) check_float32_range(s);
   schedule_table t;
   t.precision = p;
   t.seq_len = seq_len;

@@ -119,6 +119,15 @@ TEST(Inspect, BadInputExitsTwoWithOneLine) {
   EXPECT_NE(r.err.find("missing.json"), std::string::npos);
   r = run_grape("inspect --precision float16 " + q(config_path("llama-2-7b")));
   EXPECT_EQ(r.code, 2);
+  // A base float32 cannot hold: the default (float32) table is refused, naming the file; float64 works.
+  write_text(s / "huge.json", R"({"hidden_size": 256, "num_attention_heads": 4, "rope_theta": 1e39})");
+  r = run_grape("inspect " + q(s / "huge.json"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "grape: " + (s / "huge.json").string() +
+                       ": rope schedule: rope_theta 1e+39 is beyond float32, where the reference's float32 "
+                       "table lives (use --precision float64)\n");
+  EXPECT_EQ(run_grape("inspect --trials 2 --precision float64 " + q(s / "huge.json")).code, 0);
 }
 
 }  // namespace

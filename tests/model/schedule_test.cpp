@@ -57,6 +57,19 @@ TEST(Schedule, LinearAndNtk) {
   EXPECT_TRUE(tf::near_rel(ntk.inv_freq[31], tf::rope_default(10000.0, 64)[31] / 4.0, 1e-13));
 }
 
+TEST(Schedule, Float32ReferenceRefusesABaseBeyondFloat32) {
+  rope_schedule s;
+  s.rotary_dim = 64;
+  s.base = 1e39;  // finite in double, infinite in float32
+  EXPECT_EQ(evaluate(s, 0, frequency_precision::float64).inv_freq.size(), 32u);
+  try {
+    evaluate(s, 0, frequency_precision::float32_reference);
+    FAIL() << "no error";
+  } catch (const grape::input_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_theta 1e+39 is beyond float32"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Schedule, Float32ReferenceTableIsFloatRoundedAndClose) {
   rope_schedule s;
   s.type = rope_type::yarn;
