@@ -23,7 +23,7 @@ from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
            "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
-           "fox_bias", "add_sinusoidal", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect"]
+           "fox_bias", "grape_a_bias", "add_sinusoidal", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect"]
 
 
 def from_config(config, seq_len=None, precision="float32_reference"):
@@ -166,6 +166,14 @@ def fox_bias(log_forget, q_len=None, k_len=None, q_start=0, k_start=0, causal_ma
     seq = lf.shape[-1] if lf.ndim == 2 else 0
     return _grape._fox_tile(lf, seq if q_len is None else q_len, seq if k_len is None else k_len, q_start, k_start,
                             causal_mask_value, threads)
+
+
+def grape_a_bias(omega, key_gate, query_gate=None, threads=0):
+    """GRAPE-A's gated linear tile b_h(i, j) = -(i - j) * omega[h] * (key_gate[h, j] (+ query_gate[h, i]))
+    for j <= i, -inf above the diagonal (grape_a_key_gated / grape_a_qk_gated). omega float32 [heads],
+    gates float32 [heads, seq_len] (softplus outputs) -> float32 [heads, seq_len, seq_len]."""
+    return _grape._grape_a_tile(_float32(omega), _float32(key_gate),
+                                None if query_gate is None else _float32(query_gate), threads)
 
 
 def add_sinusoidal(x, positions, base=10000.0, threads=0):

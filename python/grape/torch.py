@@ -210,16 +210,49 @@ def fox_bias(log_forget, causal_mask_value=float("-inf")):
     return _FoxBias.apply(log_forget, causal_mask_value)
 
 
+class _GrapeABias(_torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, omega, key_gate, query_gate, causal_mask_value):
+        om = omega.detach().to(_torch.float32).cpu().numpy()
+        kg = key_gate.detach().to(_torch.float32).cpu()
+        qg = None if query_gate is None else query_gate.detach().to(_torch.float32).cpu()
+        lead, (heads, t) = kg.shape[:-2], kg.shape[-2:]
+        kflat = kg.reshape(-1, heads, t)
+        qflat = None if qg is None else qg.reshape(-1, heads, t)
+        tiles = [_torch.from_numpy(_grape.grape_a_bias(om, kflat[n].numpy(),
+                                                       None if qflat is None else qflat[n].numpy()))
+                 for n in range(kflat.shape[0])]
+        tile = _torch.stack(tiles).reshape(*lead, heads, t, t)
+        if causal_mask_value != float("-inf"):
+            tile = tile.masked_fill(_torch.ones(t, t, dtype=_torch.bool).triu(1), causal_mask_value)
+        ctx.save_for_backward(omega, key_gate, query_gate if query_gate is not None else key_gate.new_empty(0))
+        ctx.has_query_gate = query_gate is not None
+        return tile.to(device=key_gate.device, dtype=key_gate.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_tile):
+        # b[h, i, j] = -(i - j) * omega[h] * (kg[h, j] + qg[h, i]) for j <= i.
+        omega, key_gate, query_gate = ctx.saved_tensors
+        t = key_gate.shape[-1]
+        idx = _torch.arange(t, device=grad_tile.device)
+        dist = (idx[:, None] - idx[None, :]).to(_torch.float64)
+        gd = -(grad_tile.to(_torch.float64) * dist).masked_fill(dist < 0, 0.0)  # G * -(i - j), causal part
+        om = omega.to(_torch.float64)[:, None]
+        d_key = om * gd.sum(-2)                                        # over queries i
+        rate_sum = (gd * key_gate.to(_torch.float64)[..., None, :]).sum((-2, -1))
+        d_query = None
+        if ctx.has_query_gate:
+            d_query = om * gd.sum(-1)                                  # over keys j
+            rate_sum = rate_sum + (gd.sum(-1) * query_gate.to(_torch.float64)).sum(-1)
+        d_omega = rate_sum.reshape(-1, omega.shape[0]).sum(0)
+        return (d_omega.to(omega.dtype), d_key.to(key_gate.dtype),
+                None if d_query is None else d_query.to(query_gate.dtype), None)
+
+
 def grape_a_bias(omega, key_gate, query_gate=None, causal_mask_value=float("-inf")):
-    """GRAPE-A's content-gated linear bias (include/grape/encodings/grape_a_gated.hpp), as torch
-    operations: b[.., h, i, j] = -(i - j) * omega[h] * (key_gate[.., h, j] (+ query_gate[.., h, i]))
-    for j <= i, causal_mask_value above the diagonal. omega [heads]; gates [..., heads, seq]
-    (softplus outputs). Differentiable in all three."""
-    t = key_gate.shape[-1]
-    idx = _torch.arange(t, device=key_gate.device)
-    dist = (idx[:, None] - idx[None, :]).to(key_gate.dtype)           # i - j
-    rate = key_gate[..., None, :]                                     # [.., h, 1, j]
-    if query_gate is not None:
-        rate = rate + query_gate[..., :, None]                        # [.., h, i, 1]
-    bias = -dist * omega[:, None, None] * rate
-    return bias.masked_fill(dist < 0, causal_mask_value)
+    """GRAPE-A's content-gated linear bias from grape's kernel (grape_a_key_gated, grape_a_qk_gated):
+    b[.., h, i, j] = -(i - j) * omega[h] * (key_gate[.., h, j] (+ query_gate[.., h, i])) for j <= i,
+    causal_mask_value above the diagonal. omega [heads]; gates [..., heads, seq] (softplus outputs).
+    Differentiable in all three (the backward in float64 torch operations)."""
+    return _GrapeABias.apply(omega, key_gate, query_gate, causal_mask_value)

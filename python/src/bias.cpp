@@ -1,8 +1,9 @@
-// Score-bias tiles (ALiBi, T5 buckets, FoX), the ALiBi slope gradient and the sinusoidal
+// Score-bias tiles (ALiBi, T5 buckets, FoX, GRAPE-A's gated bias), the ALiBi slope gradient and the sinusoidal
 // embedding, on arrays. The tiles are new float32 NumPy arrays [heads, q_len, k_len].
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "arrays.hpp"
 #include "cpu/embedding.hpp"
+#include "cpu/encode_bias_paper.hpp"
 #include "cpu/score_bias.hpp"
 #include "grape/detail/error.hpp"
 
@@ -39,6 +41,15 @@ new_tile make_tile(std::int64_t heads, std::int64_t q_start, std::int64_t q_len,
                               static_cast<std::size_t>(k_len)},
                owner);
   return {a, cpu::bias_tile{data->data(), heads, q_start, q_len, k_start, k_len, threads}};
+}
+
+/// float32 values as doubles, each finite (a NaN gate would make a NaN tile).
+std::vector<double> finite_doubles(const array& a, std::int64_t count, const char* name) {
+  const float* v = float32_values(a, count, name);
+  std::vector<double> out(v, v + count);
+  for (std::int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(out[i])) throw input_error(fmt::format("{}[{}]: must be finite (got {})", name, i, out[i]));
+  return out;
 }
 
 }  // namespace
@@ -100,6 +111,27 @@ void bind_bias(nb::module_& m) {
         },
         "log_forget"_a, "q_len"_a, "k_len"_a, "q_start"_a, "k_start"_a, "causal_mask_value"_a, "threads"_a,
         nb::rv_policy::automatic);
+
+  m.def("_grape_a_tile",
+        [](const array& omega, const array& key_gate, std::optional<array> query_gate, int threads) {
+          if (omega.ndim() != 1) throw input_error("omega: shape must be [heads]");
+          if (key_gate.ndim() != 2) throw input_error("key_gate: shape must be [heads, seq_len]");
+          const std::int64_t heads = static_cast<std::int64_t>(omega.shape(0));
+          const std::int64_t seq = static_cast<std::int64_t>(key_gate.shape(1));
+          if (heads < 1 || static_cast<std::int64_t>(key_gate.shape(0)) != heads)
+            throw input_error(fmt::format("key_gate: must have omega's {} heads (got {})", heads, key_gate.shape(0)));
+          if (query_gate && (query_gate->ndim() != 2 || static_cast<std::int64_t>(query_gate->shape(0)) != heads ||
+                             static_cast<std::int64_t>(query_gate->shape(1)) != seq))
+            throw input_error("query_gate: shape must be key_gate's [heads, seq_len]");
+          gated_linear_bias b{static_cast<int>(heads), seq, finite_doubles(omega, heads, "omega"),
+                              finite_doubles(key_gate, heads * seq, "key_gate"),
+                              query_gate ? finite_doubles(*query_gate, heads * seq, "query_gate")
+                                         : std::vector<double>{}};
+          new_tile t = make_tile(heads, 0, seq, 0, seq, threads);
+          cpu::bias_tile_of(bias_instance<gated_linear_bias>{std::move(b), 0}, t.tile);
+          return t.array;
+        },
+        "omega"_a, "key_gate"_a, "query_gate"_a = nb::none(), "threads"_a = 0, nb::rv_policy::automatic);
 
   m.def("_add_sinusoidal",
         [](const array& x, const array& positions, double base, int threads) {

@@ -105,11 +105,15 @@ def test_grape_a_bias_is_the_papers_formula_and_differentiable():
     from grape.torch import grape_a_bias
     g = torch.Generator().manual_seed(6)
     heads, t = 3, 7
-    omega = torch.rand(heads, generator=g, dtype=torch.float64).requires_grad_(True)
-    kg = torch.nn.functional.softplus(torch.randn(2, heads, t, generator=g, dtype=torch.float64)).requires_grad_(True)
-    qg = torch.nn.functional.softplus(torch.randn(2, heads, t, generator=g, dtype=torch.float64)).requires_grad_(True)
-    for query_gate in (None, qg):
-        b = grape_a_bias(omega, kg, query_gate).detach().numpy()
+    omega = torch.rand(heads, generator=g, dtype=torch.float64)
+    kg = torch.nn.functional.softplus(torch.randn(2, heads, t, generator=g, dtype=torch.float64))
+    qg = torch.nn.functional.softplus(torch.randn(2, heads, t, generator=g, dtype=torch.float64))
+    # float32 values throughout, so the float64 formula below sees what the kernel sees
+    omega, kg, qg = (x.float().double() for x in (omega, kg, qg))
+    weights = torch.randn(2, heads, t, t, generator=g, dtype=torch.float64)
+    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+    for with_query in (False, True):
+        b = grape_a_bias(omega, kg, qg if with_query else None).numpy()
         for n in range(2):
             for h in range(heads):
                 for i in range(t):
@@ -117,10 +121,25 @@ def test_grape_a_bias_is_the_papers_formula_and_differentiable():
                         if j > i:
                             assert b[n, h, i, j] == float("-inf")
                         else:
-                            rate = kg[n, h, j].item() + (0.0 if query_gate is None else qg[n, h, i].item())
-                            assert b[n, h, i, j] == pytest.approx(-(i - j) * omega[h].item() * rate, rel=1e-14)
-    finite = lambda o, k, q: grape_a_bias(o, k, q, causal_mask_value=0.0)
-    assert torch.autograd.gradcheck(finite, (omega, kg, qg))
+                            rate = kg[n, h, j].item() + (qg[n, h, i].item() if with_query else 0.0)
+                            assert b[n, h, i, j] == pytest.approx(-(i - j) * omega[h].item() * rate, rel=1e-6)
+        # gradients against float64 autograd of the formula written with torch operations
+        leaves = [x.clone().requires_grad_(True) for x in (omega, kg, qg)]
+        tile = grape_a_bias(leaves[0], leaves[1], leaves[2] if with_query else None, causal_mask_value=0.0)
+        (tile * weights).sum().backward()
+        ref_leaves = [x.clone().requires_grad_(True) for x in (omega, kg, qg)]
+        dist = (torch.arange(t)[:, None] - torch.arange(t)[None, :]).double()
+        rate = ref_leaves[1][..., None, :] + (ref_leaves[2][..., :, None] if with_query else 0.0)
+        ref = (-dist * ref_leaves[0][:, None, None] * rate).masked_fill(mask, 0.0)
+        (ref * weights).sum().backward()
+        for got, want in zip(leaves[:3 if with_query else 2], ref_leaves[:3 if with_query else 2]):
+            np.testing.assert_allclose(got.grad, want.grad, rtol=1e-12, atol=1e-12)
+    with pytest.raises(grape.GrapeError, match="key_gate: must have omega's 3 heads"):
+        grape_a_bias(omega, kg[:, :2])
+    with pytest.raises(grape.GrapeError, match=r"key_gate\[4\]: must be finite"):
+        bad = kg.clone()
+        bad[0, 0, 4] = float("nan")
+        grape_a_bias(omega, bad)
 
 
 @pytest.mark.skipif(not grape.torch.HAVE_CUSTOM_OPS,
