@@ -17,6 +17,7 @@ Families: Llama, Mistral, Qwen2, Qwen3, Gemma, Phi-3 (LongRoPE), GPT-NeoX (parti
 DeepSeek-V3 (interleaved pairs, apply_rotary_pos_emb_interleave). Tested with transformers 4.49 on
 torch 1.13 (Qwen3 and DeepSeek-V3 are newer than 4.49) and transformers 5.25 on torch 2.15.
 """
+import dataclasses as _dataclasses
 import importlib as _importlib
 
 import torch as _torch
@@ -96,8 +97,8 @@ def _kernel_encoding(enc, head_dim, layout):
     key = (id(enc), head_dim, layout)
     hit = _kernel_encodings.get(key)
     if hit is None or hit[0] is not enc:
-        hit = (enc, _grape.rotary(list(enc.inv_freq), head_dim=head_dim, layout=layout,
-                                  attention_factor=enc.attention_factor))
+        table = _grape_torch.RotaryTable.of(enc)
+        hit = (enc, _dataclasses.replace(table, head_dim=head_dim, layout=layout).encoding())
         _kernel_encodings[key] = hit
     return hit[1]
 

@@ -51,6 +51,29 @@ def _like(grad, x):
     return grad.new_empty_strided(x.size(), x.stride()).copy_(grad)
 
 
+@_dataclasses.dataclass(frozen=True)
+class RotaryTable:
+    """A rotary encoding's kernel parameters as plain Python values. rotate_qk takes it in place of
+    the encoding; torch.compile traces it (it cannot trace into grape's C++ encoding objects), so
+    pass RotaryTable.of(encoding) to code that is compiled with fullgraph=True."""
+    head_dim: int
+    layout: str
+    attention_factor: float
+    inv_freq: tuple
+
+    @staticmethod
+    def of(encoding):
+        if isinstance(encoding, RotaryTable):
+            return encoding
+        return RotaryTable(encoding.head_dim, encoding.layout, float(encoding.attention_factor),
+                           tuple(encoding.inv_freq))
+
+    def encoding(self):
+        """The grape encoding these values describe (grape.rotary)."""
+        return _grape.rotary(list(self.inv_freq), head_dim=self.head_dim, layout=self.layout,
+                             attention_factor=self.attention_factor)
+
+
 # torch >= 2.4: grape::rotate_qk and its backward are torch custom ops (torch.library), with fake
 # implementations, so torch.compile keeps them in the graph instead of breaking it.
 HAVE_CUSTOM_OPS = hasattr(getattr(_torch, "library", None), "custom_op")
@@ -59,32 +82,28 @@ if HAVE_CUSTOM_OPS:
     from typing import Tuple as _Tuple
 
     def _encoding_of(inv_freq, head_dim, layout, attention_factor):
-        table = inv_freq.detach().to(_torch.float64).cpu().tolist()
-        return _grape.rotary(table, head_dim=head_dim, layout=layout, attention_factor=attention_factor)
+        table = tuple(inv_freq.detach().to(_torch.float64).cpu().tolist())
+        return RotaryTable(head_dim, layout, attention_factor, table).encoding()
 
     def _empty_like_strided(x):
         return _torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
 
-    @_torch.library.custom_op("grape::rotate_qk", mutates_args=())
-    def _rotate_qk_op(q: _torch.Tensor, k: _torch.Tensor, inv_freq: _torch.Tensor, positions: _torch.Tensor,
-                      head_dim: int, layout: str, attention_factor: float) -> _Tuple[_torch.Tensor, _torch.Tensor]:
-        enc = _encoding_of(inv_freq, head_dim, layout, attention_factor)
-        return _grape.rotate_qk(q, k, enc, positions=positions)
+    def _pair_op(name, kernel):
+        """grape::<name>: kernel(q, k, encoding, positions=...) -> (q', k'), outputs laid out like
+        the inputs; the forward rotation and its backward (the rotation by minus the angle)."""
+        @_torch.library.custom_op("grape::" + name, mutates_args=())
+        def op(q: _torch.Tensor, k: _torch.Tensor, inv_freq: _torch.Tensor, positions: _torch.Tensor,
+               head_dim: int, layout: str, attention_factor: float) -> _Tuple[_torch.Tensor, _torch.Tensor]:
+            return kernel(q, k, _encoding_of(inv_freq, head_dim, layout, attention_factor), positions=positions)
 
-    @_rotate_qk_op.register_fake
-    def _(q, k, inv_freq, positions, head_dim, layout, attention_factor):
-        return _empty_like_strided(q), _empty_like_strided(k)
+        @op.register_fake
+        def _(q, k, inv_freq, positions, head_dim, layout, attention_factor):
+            return _empty_like_strided(q), _empty_like_strided(k)
 
-    @_torch.library.custom_op("grape::rotate_qk_backward", mutates_args=())
-    def _rotate_qk_backward_op(grad_q: _torch.Tensor, grad_k: _torch.Tensor, inv_freq: _torch.Tensor,
-                               positions: _torch.Tensor, head_dim: int, layout: str,
-                               attention_factor: float) -> _Tuple[_torch.Tensor, _torch.Tensor]:
-        enc = _encoding_of(inv_freq, head_dim, layout, attention_factor)
-        return _grape.rotate_qk_backward(grad_q, grad_k, enc, positions=positions)
+        return op
 
-    @_rotate_qk_backward_op.register_fake
-    def _(grad_q, grad_k, inv_freq, positions, head_dim, layout, attention_factor):
-        return _empty_like_strided(grad_q), _empty_like_strided(grad_k)
+    _rotate_qk_op = _pair_op("rotate_qk", _grape.rotate_qk)
+    _rotate_qk_backward_op = _pair_op("rotate_qk_backward", _grape.rotate_qk_backward)
 
     @_torch.library.custom_op("grape::inv_freq_grad", mutates_args=())
     def _inv_freq_grad_op(q: _torch.Tensor, k: _torch.Tensor, grad_q: _torch.Tensor, grad_k: _torch.Tensor,
@@ -115,24 +134,6 @@ if HAVE_CUSTOM_OPS:
     _rotate_qk_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-@_dataclasses.dataclass(frozen=True)
-class RotaryTable:
-    """A rotary encoding's kernel parameters as plain Python values. rotate_qk takes it in place of
-    the encoding; torch.compile traces it (it cannot trace into grape's C++ encoding objects), so
-    pass RotaryTable.of(encoding) to code that is compiled with fullgraph=True."""
-    head_dim: int
-    layout: str
-    attention_factor: float
-    inv_freq: tuple
-
-    @staticmethod
-    def of(encoding):
-        if isinstance(encoding, RotaryTable):
-            return encoding
-        return RotaryTable(encoding.head_dim, encoding.layout, float(encoding.attention_factor),
-                           tuple(encoding.inv_freq))
-
-
 def _positions_tensor(q, positions, offsets):
     """The op's int64 positions: given ids, or offsets[b] + s, or s."""
     if positions is not None:
@@ -158,8 +159,7 @@ def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
         return _rotate_qk_op(q, k, inv_freq, _positions_tensor(q, positions, offsets), t.head_dim, t.layout,
                              t.attention_factor)
     if isinstance(encoding, RotaryTable):
-        encoding = _grape.rotary(list(encoding.inv_freq), head_dim=encoding.head_dim, layout=encoding.layout,
-                                 attention_factor=encoding.attention_factor)
+        encoding = encoding.encoding()
     return _RotateQK.apply(q, k, inv_freq, encoding, positions, offsets)
 
 
@@ -182,15 +182,24 @@ def alibi_bias(slopes, q_len, k_len, q_start=0, k_start=0):
     return _AlibiBias.apply(slopes, q_len, k_len, q_start, k_start)
 
 
+def _tiles_per_sequence(tile_of, gates, *more):
+    """tile_of(gates[n], *more[n]) (float32 NumPy [heads, seq] each, None passes through) for every
+    leading index n of [..., heads, seq] tensors, stacked to a float32 [..., heads, seq, seq]."""
+    shape = gates.shape
+    flat = [None if g is None else g.detach().to(_torch.float32).cpu().reshape(-1, *shape[-2:])
+            for g in (gates, *more)]
+    tiles = [_torch.from_numpy(tile_of(*(None if f is None else f[n].numpy() for f in flat)))
+             for n in range(flat[0].shape[0])]
+    return _torch.stack(tiles).reshape(*shape, shape[-1])
+
+
 class _FoxBias(_torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, log_forget, causal_mask_value):
-        lf = log_forget.detach().to(_torch.float32).cpu()
-        flat = lf.reshape(-1, lf.shape[-2], lf.shape[-1])
-        tiles = [_torch.from_numpy(_grape.fox_bias(f.numpy(), causal_mask_value=causal_mask_value)) for f in flat]
+        tile = _tiles_per_sequence(lambda lf: _grape.fox_bias(lf, causal_mask_value=causal_mask_value), log_forget)
         ctx.meta = (log_forget.dtype, log_forget.device)
-        return _torch.stack(tiles).reshape(*lf.shape, lf.shape[-1]).to(log_forget.device)
+        return tile.to(log_forget.device)
 
     @staticmethod
     def backward(ctx, grad_tile):
@@ -215,15 +224,8 @@ class _GrapeABias(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, omega, key_gate, query_gate, causal_mask_value):
         om = omega.detach().to(_torch.float32).cpu().numpy()
-        kg = key_gate.detach().to(_torch.float32).cpu()
-        qg = None if query_gate is None else query_gate.detach().to(_torch.float32).cpu()
-        lead, (heads, t) = kg.shape[:-2], kg.shape[-2:]
-        kflat = kg.reshape(-1, heads, t)
-        qflat = None if qg is None else qg.reshape(-1, heads, t)
-        tiles = [_torch.from_numpy(_grape.grape_a_bias(om, kflat[n].numpy(),
-                                                       None if qflat is None else qflat[n].numpy()))
-                 for n in range(kflat.shape[0])]
-        tile = _torch.stack(tiles).reshape(*lead, heads, t, t)
+        tile = _tiles_per_sequence(lambda kg, qg: _grape.grape_a_bias(om, kg, qg), key_gate, query_gate)
+        t = key_gate.shape[-1]
         if causal_mask_value != float("-inf"):
             tile = tile.masked_fill(_torch.ones(t, t, dtype=_torch.bool).triu(1), causal_mask_value)
         ctx.save_for_backward(omega, key_gate, query_gate if query_gate is not None else key_gate.new_empty(0))

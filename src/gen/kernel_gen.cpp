@@ -10,7 +10,7 @@
 
 #include "gen/embedded_headers.hpp"
 #include "gen/template_parts.hpp"
-#include "grape/detail/error.hpp"
+#include "grape/detail/error_within.hpp"
 #include "grape/math/phase.hpp"
 #include "grape/schedule/spec_check.hpp"
 
@@ -228,7 +228,7 @@ void validate(const kernel_description& k) {
   try {
     check_rotary_spec(s);
   } catch (const input_error& e) {
-    fail(std::string(e.what()).substr(std::string_view("grape: ").size()));
+    throw within(fmt::format("gen: {}", k.name), e);
   }
 }
 

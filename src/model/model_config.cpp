@@ -11,7 +11,7 @@
 #include <initializer_list>
 #include <sstream>
 
-#include "grape/detail/error.hpp"
+#include "grape/detail/error_within.hpp"
 #include "grape/math/bias.hpp"
 #include "model/json_fields.hpp"
 
@@ -393,10 +393,7 @@ schedule_table evaluate_schedule(const model_description& desc, std::int64_t seq
     return evaluate(desc.rotary.schedule, seq_len, precision);
   } catch (const input_error& e) {
     if (desc.file.empty()) throw;
-    std::string message = e.what();
-    constexpr std::string_view head = "grape: ";
-    if (message.starts_with(head)) message.erase(0, head.size());
-    throw input_error(fmt::format("{}: {}", desc.file, message));
+    throw within(desc.file, e);
   }
 }
 
