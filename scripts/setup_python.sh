@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${GRAPE_VENV:-$root/build/venv}
 # libopenblas0-pthread: Debian's torch calls the system libblas.so.3, whose default is the
-# reference BLAS (2.5 GFLOPS here); OpenBLAS takes over that alternative (6x faster training).
+# reference BLAS (2.5 GFLOPS on a float32 matmul here); OpenBLAS takes over that alternative (15.7).
 packages=(python3-dev python3-venv python3-torch python3-numpy python3-matplotlib libopenblas0-pthread)
 missing=()
 for p in "${packages[@]}"; do
