@@ -5,7 +5,13 @@
 //   case: NAME ratio_to_gemm: X overhead_vs_plain: Y
 // ratio_to_gemm = attention FLOP rate / GEMM FLOP rate (medians over iterations; FLOPs of the
 // two matrix products only, 4·T²·D·H, half of that causal); overhead_vs_plain = encoded time /
-// plain time − 1. Not part of the test suite.
+// plain time − 1. Backward cases (NAME/backward) count the 5 matrix products of a flash backward,
+// 2.5× the forward's FLOPs (grape's two-pass backward computes 7: S and dP twice), and add
+// backward_over_forward, the backward's time over its own forward's. Decode cases (one query token
+// per sequence against a paged cache, cpu::attention_decode) print
+//   case: NAME ratio_to_copy: X
+// the K/V bytes read per second over the bytes per second of a copy of the same bytes with the
+// same threads, measured back to back. Not part of the test suite.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -18,6 +24,8 @@
 #include <vector>
 
 #include "cpu/attention.hpp"
+#include "cpu/attention_backward.hpp"
+#include "cpu/attention_decode.hpp"
 #include "grape/builtins.hpp"
 
 namespace {
@@ -106,6 +114,90 @@ typename E::params with_heads(typename E::params p, std::int64_t heads) {
   return p;
 }
 
+template <class Instance>
+void backward_case(benchmark::State& state, const std::string& name, const Instance& inst, bool causal, int threads) {
+  problem p(2048, 8, 8, 128, causal, threads);
+  std::vector<float> lse(static_cast<std::size_t>(p.tokens * p.heads)), grad_out(p.out.size(), 1e-2f);
+  std::vector<float> dq(p.q.size()), dk(p.k.size()), dv(p.v.size());
+  p.args.lse = lse.data();
+  std::mt19937_64 rng(2);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto& x : grad_out) x = g(rng);
+  const cpu::attention_grad_args grads{grad_out.data(), dq.data(), dk.data(), dv.data(), nullptr, nullptr};
+  gemm gm;
+  std::vector<double> ratio, overhead, over_forward;
+  for (auto _ : state) {
+    const double t_gemm = gm.run(threads);
+    cpu::attention(cpu::no_encoding{p.d}, p.args);
+    const double t_plain = seconds([&] { cpu::attention_backward(cpu::no_encoding{p.d}, p.args, grads); });
+    const double t_fwd = seconds([&] { cpu::attention(inst, p.args); });
+    const double t_bwd = seconds([&] { cpu::attention_backward(inst, p.args, grads); });
+    state.SetIterationTime(t_bwd);
+    ratio.push_back((2.5 * p.flops() / t_bwd) / (gemm::flops() / t_gemm));
+    overhead.push_back(t_bwd / t_plain - 1.0);
+    over_forward.push_back(t_bwd / t_fwd);
+  }
+  state.counters["ratio_to_gemm"] = median(ratio);
+  state.counters["overhead_vs_plain"] = median(overhead);
+  state.counters["backward_over_forward"] = median(over_forward);
+  fmt::print("case: {} ratio_to_gemm: {:.3f} overhead_vs_plain: {:.3f} backward_over_forward: {:.2f}\n", name,
+             median(ratio), median(overhead), median(over_forward));
+}
+
+/// One sequence of `len` cached tokens, 32 query heads on 8 KV heads of 128 channels, NHD pages of
+/// 16 slots in shuffled order; storage T.
+template <class T>
+void decode_case(benchmark::State& state, const std::string& name, std::int64_t len, int threads) {
+  const std::int64_t kv_heads = 8, heads = 32, d = 128, block_size = 16, blocks = (len + block_size - 1) / block_size;
+  std::vector<T> k(static_cast<std::size_t>(blocks * block_size * kv_heads * d), T(0.01f)), v(k.size(), T(0.02f));
+  std::vector<T> q(static_cast<std::size_t>(heads * d), T(0.1f)), out(q.size());
+  std::vector<std::int32_t> table(static_cast<std::size_t>(blocks));
+  for (std::int64_t i = 0; i < blocks; ++i) table[i] = static_cast<std::int32_t>((i * 7919) % blocks);  // scattered
+  const std::int64_t page = block_size * kv_heads * d, size = static_cast<std::int64_t>(k.size());
+  cpu::decode_args a;
+  a.type = std::is_same_v<T, float> ? cpu::dtype::f32 : cpu::dtype::bf16;
+  a.q = q.data();
+  a.batch = 1;
+  a.q_heads = heads;
+  a.kv_heads = kv_heads;
+  a.k = {k.data(), size, page, kv_heads * d, d};
+  a.v = {v.data(), size, page, kv_heads * d, d};
+  a.blocks = a.max_blocks = blocks;
+  a.block_size = block_size;
+  a.block_table = table.data();
+  a.seq_lens = &len;
+  a.out = out.data();
+  a.threads = threads;
+  std::vector<T> copy_to(2 * k.size());
+  const auto inst = rope::make(with_heads<rope>(rope::default_params(), heads));
+  std::vector<double> ratio;
+  for (auto _ : state) {
+    const double t_copy = seconds([&] {
+#pragma omp parallel for num_threads(threads)
+      for (int part = 0; part < 2; ++part) {
+        const std::vector<T>& from = part == 0 ? k : v;
+        std::copy(from.begin(), from.end(), copy_to.begin() + part * static_cast<std::ptrdiff_t>(k.size()));
+      }
+    });
+    const double t_decode = seconds([&] { cpu::attention_decode(inst, a); });
+    state.SetIterationTime(t_decode);
+    ratio.push_back(t_copy / t_decode);
+  }
+  state.counters["ratio_to_copy"] = median(ratio);
+  fmt::print("case: {} ratio_to_copy: {:.3f}\n", name, median(ratio));
+}
+
+
+template <class E>
+void register_backward(const char* label) {
+  for (const bool causal : {false, true}) {
+    const std::string name = fmt::format("{}/T2048/H8/D128/{}/threads2/backward", label, causal ? "causal" : "full");
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+      backward_case(s, name, E::make(with_heads<E>(E::default_params(), 8)), causal, 2);
+    })->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+  }
+}
+
 template <class E>
 void register_encoding(const char* label) {
   for (const bool causal : {false, true})
@@ -126,9 +218,19 @@ int main(int argc, char** argv) {
   register_encoding<t5_buckets>("t5");
   register_encoding<grape_a>("grape_a");
   register_encoding<rope_alibi>("rope_alibi");
+  register_backward<rope>("rope");
+  register_backward<alibi>("alibi");
   benchmark::RegisterBenchmark("plain/T2048/H32/KV8/D128/full/threads2", [](benchmark::State& s) {
     attention_case(s, "plain/T2048/H32/KV8/D128/full/threads2", cpu::no_encoding{128}, false, 2, 32, 8);
   })->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+  for (const std::int64_t len : {4096, 16384, 65536})
+    for (const bool bf16 : {false, true}) {
+      const std::string name = fmt::format("decode/rope/{}k/H32/KV8/D128/{}/threads2", len / 1024, bf16 ? "bf16" : "f32");
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+        if (bf16) decode_case<Eigen::bfloat16>(s, name, len, 2);
+        else decode_case<float>(s, name, len, 2);
+      })->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+    }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

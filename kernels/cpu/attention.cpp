@@ -1,6 +1,8 @@
 // cpu::attention's argument checks and the parts that do not depend on the encoding.
 #include "cpu/attention.hpp"
 
+#include "cpu/attention_backward.hpp"
+
 #include <fmt/format.h>
 
 namespace grape::cpu::detail {
@@ -81,6 +83,29 @@ rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d
   c.q = operand(a.q, q, total);
   c.k = operand(a.k, k, total);
   return c;
+}
+
+void check_attention_backward(const attention_args& a, const attention_grad_args& g) {
+  if (a.lse == nullptr) throw input_error("lse must hold the forward's log-sum-exp (it is null)");
+  if (g.grad_out == nullptr) throw input_error("grad_out must not be null");
+  if (g.grad_q == nullptr || g.grad_k == nullptr || g.grad_v == nullptr)
+    throw input_error("grad_q, grad_k and grad_v must not be null");
+}
+
+std::vector<float> to_float(dtype type, const void* x, std::size_t count) {
+  std::vector<float> out(count);
+  with_storage(type, [&]<class T>() {
+    const T* in = static_cast<const T*>(x);
+    for (std::size_t i = 0; i < count; ++i) out[i] = static_cast<float>(in[i]);
+  });
+  return out;
+}
+
+void from_float(dtype type, const std::vector<float>& x, float scale, void* out) {
+  with_storage(type, [&]<class T>() {
+    T* o = static_cast<T*>(out);
+    for (std::size_t i = 0; i < x.size(); ++i) o[i] = static_cast<T>(scale * x[i]);
+  });
 }
 
 }  // namespace grape::cpu::detail

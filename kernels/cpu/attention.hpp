@@ -95,6 +95,9 @@ std::vector<float> gather(const qk_tensor& t, const rotate_qk_args& a, const seq
 /// rotate_qk's arguments for float32 copies [total, heads, d] of Q and K, encoded in place.
 rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d);
 
+/// Writes float32 values into a contiguous array of storage type `type`, times `scale`.
+void from_float(dtype type, const std::vector<float>& x, float scale, void* out);
+
 /// The flash loop over every sequence, then the output in the storage type.
 template <class Bias>
 void run_flash(const attention_args& a, const sequences& s, const std::vector<float>& q, const std::vector<float>& k,
@@ -106,13 +109,13 @@ void run_flash(const attention_args& a, const sequences& s, const std::vector<fl
                        v.data() + f * a.v.heads * v_dim, out.data() + f * a.qk.q.heads * v_dim,
                        a.lse, s.total, f, s.len[b], a.qk.q.heads, k_heads, a.v.heads, qk_dim, v_dim,
                        a.causal, a.window};
-    flash_sequence_forward(seq, [&](std::int64_t h, std::int64_t i, std::int64_t j) { return bias(h, f + i, f + j); },
-                           a.qk.threads);
+    if constexpr (std::is_same_v<Bias, no_bias>)
+      flash_sequence_forward(seq, no_bias{}, a.qk.threads);
+    else
+      flash_sequence_forward(seq, [&](std::int64_t h, std::int64_t i, std::int64_t j) { return bias(h, f + i, f + j); },
+                             a.qk.threads);
   }
-  with_storage(a.qk.type, [&]<class T>() {
-    T* o = static_cast<T*>(a.out);
-    for (std::size_t i = 0; i < out.size(); ++i) o[i] = static_cast<T>(out[i]);
-  });
+  from_float(a.qk.type, out, 1.0f, a.out);
 }
 
 /// The bias object of an instance (a composed instance's bias part), or nothing.
@@ -137,38 +140,64 @@ constexpr bool attention_takes =
     requires(const Instance& i) { rotation_part(i).rep; } ||
     !std::is_same_v<decltype(detail::bias_part(std::declval<const Instance&>())), const void*>;
 
+namespace detail {
+
+/// What the forward and the backward start from: the call's sequences, its operands in float32
+/// [total, heads, dim] (Q times the scale, before any encoding, so a lift's or a bias's term stays
+/// unscaled), and the instance's bias with every token's position. Checks the call.
 template <class Instance>
-void attention(const Instance& inst, const attention_args& a) {
-  static_assert(attention_takes<Instance>,
-                "grape: cpu::attention takes a rotate_qk, lift_qk or score_bias encoding (or a composition); an "
-                "add_embedding encoding is added to the input before attention");
-  const int d = inst.content_dim();
-  const int v_dim = a.v_dim > 0 ? a.v_dim : d;
-  const detail::sequences s = detail::check_attention(a, d, v_dim);
-  const float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(d));
+struct attention_inputs {
+  using bias_pointer = decltype(bias_part(std::declval<const Instance&>()));
+  static constexpr bool has_bias = !std::is_same_v<bias_pointer, const void*>;
+  int d = 0, v_dim = 0;
+  sequences s;
+  float scale = 0;
   std::vector<float> q, k, v;
-  detail::with_storage(a.qk.type, [&]<class T>() {
-    q = detail::gather<T>(a.qk.q, a.qk, s, d, scale);  // scaled before any encoding: a lift's bias stays unscaled
-    k = detail::gather<T>(a.qk.k, a.qk, s, d, 1.0f);
-    v = detail::gather<T>(a.v, a.qk, s, v_dim, 1.0f);
-  });
-  const auto* bias = detail::bias_part(inst);
-  constexpr bool has_bias = !std::is_same_v<decltype(bias), const void*>;
+  bias_pointer bias = nullptr;
   std::vector<std::int64_t> pos;
-  if constexpr (has_bias) {
-    if (a.qk.q.heads != bias->heads())
-      throw input_error("q.heads must equal the encoding's heads (" + std::to_string(bias->heads()) + ")");
-    pos = detail::positions_of(a.qk, s);
+
+  attention_inputs(const Instance& inst, const attention_args& a)
+      : d(inst.content_dim()), v_dim(a.v_dim > 0 ? a.v_dim : d), s(check_attention(a, d, v_dim)),
+        scale(a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(d))), bias(bias_part(inst)) {
+    with_storage(a.qk.type, [&]<class T>() {
+      q = gather<T>(a.qk.q, a.qk, s, d, scale);
+      k = gather<T>(a.qk.k, a.qk, s, d, 1.0f);
+      v = gather<T>(a.v, a.qk, s, v_dim, 1.0f);
+    });
+    if constexpr (has_bias) {
+      if (a.qk.q.heads != bias->heads())
+        throw input_error("q.heads must equal the encoding's heads (" + std::to_string(bias->heads()) + ")");
+      pos = positions_of(a.qk, s);
+    }
   }
-  const auto add_bias = [&](std::int64_t h, std::int64_t i, std::int64_t j) -> float {
+
+  /// The bias of head h between tokens i and j (indices over the whole call), or 0.
+  float bias_at(std::int64_t h, std::int64_t i, std::int64_t j) const {
     if constexpr (has_bias)
       return static_cast<float>(bias->bias(static_cast<int>(h), std::array<std::int64_t, 1>{pos[i]},
                                            std::array<std::int64_t, 1>{pos[j]}));
     else
       return 0.0f;
-  };
+  }
+};
+
+}  // namespace detail
+
+template <class Instance>
+void attention(const Instance& inst, const attention_args& a) {
+  static_assert(attention_takes<Instance>,
+                "grape: cpu::attention takes a rotate_qk, lift_qk or score_bias encoding (or a composition); an "
+                "add_embedding encoding is added to the input before attention");
+  detail::attention_inputs<Instance> in(inst, a);
+  const int d = in.d;
+  const auto& s = in.s;
+  const auto with_bias = [&](std::int64_t h, std::int64_t i, std::int64_t j) { return in.bias_at(h, i, j); };
+  const auto add_bias = [&] {
+    if constexpr (detail::attention_inputs<Instance>::has_bias) return with_bias;
+    else return detail::no_bias{};
+  }();
   if constexpr (requires { inst.reps; }) {  // a lift: Q and K lifted per query head
-    rotate_qk_args lifted = detail::contiguous_f32(a.qk, q.data(), k.data(), d);
+    rotate_qk_args lifted = detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d);
     lifted.q.out = lifted.k.out = nullptr;
     const std::int64_t heads = a.qk.q.heads, stride = heads * (d + 2);
     std::vector<float> ql(static_cast<std::size_t>(s.total * stride)), kl(ql.size());
@@ -176,11 +205,11 @@ void attention(const Instance& inst, const attention_args& a) {
     const lifted_tensor lq{ql.data(), static_cast<std::int64_t>(ql.size()), batch_stride, stride, d + 2};
     const lifted_tensor lk{kl.data(), static_cast<std::int64_t>(kl.size()), batch_stride, stride, d + 2};
     lift_qk(inst, lifted, lq, lk);
-    detail::run_flash(a, s, ql, kl, heads, d + 2, v, v_dim, add_bias);
+    detail::run_flash(a, s, ql, kl, heads, d + 2, in.v, in.v_dim, add_bias);
   } else {
     if constexpr (requires { rotation_part(inst).rep; })
-      rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, q.data(), k.data(), d));
-    detail::run_flash(a, s, q, k, a.qk.k.heads, d, v, v_dim, add_bias);
+      rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d));
+    detail::run_flash(a, s, in.q, in.k, a.qk.k.heads, d, in.v, in.v_dim, add_bias);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/launch.hpp"
@@ -33,51 +34,58 @@ struct flash_sequence {
 
 inline constexpr std::int64_t flash_block = 64;
 
-/// Rows [i0, i1) of head h: the online softmax over every key block the mask lets in.
+/// Whether query i sees key j (sequence indices): causal, sliding window.
+inline bool flash_sees(const flash_sequence& s, std::int64_t i, std::int64_t j) {
+  return (!s.causal || j <= i) && (s.window <= 0 || (i - j < s.window && (s.causal || j - i < s.window)));
+}
+
+/// The bias of an encoding without one: tiles that every query sees whole skip the element loop.
+struct no_bias {
+  float operator()(std::int64_t, std::int64_t, std::int64_t) const { return 0.0f; }
+};
+
+/// Whether every query of [i0, i1) sees every key of [j0, j1).
+inline bool tile_all_seen(const flash_sequence& s, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+  if (s.causal && j1 - 1 > i0) return false;
+  if (s.window <= 0) return true;
+  return i1 - 1 - j0 < s.window && (s.causal || j1 - 1 - i0 < s.window);
+}
+
+/// Rows [i0, i1) of head h: the online softmax over every key block the mask lets in. The
+/// exponentials and row reductions run on whole tiles (Eigen's vectorised exp); the bias and the
+/// mask enter element by element only where a tile has them.
 template <class Bias>
 void flash_rows(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias) {
   using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using stride_map = Eigen::Map<const mat, 0, Eigen::OuterStride<>>;
+  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
   const std::int64_t rows = i1 - i0;
   const std::int64_t kh = s.k_heads == s.q_heads ? h : h / (s.q_heads / s.k_heads);
   const std::int64_t vh = h / (s.q_heads / s.v_heads);
   const stride_map Q(s.q + (i0 * s.q_heads + h) * s.qk_dim, rows, s.qk_dim, Eigen::OuterStride<>(s.q_heads * s.qk_dim));
   mat acc = mat::Zero(rows, s.v_dim), S(rows, flash_block);
-  std::vector<float> row_max(rows, -std::numeric_limits<float>::infinity()), row_sum(rows, 0.0f);
+  Eigen::ArrayXf row_max = Eigen::ArrayXf::Constant(rows, minus_inf), row_sum = Eigen::ArrayXf::Zero(rows);
   const std::int64_t j_end = s.causal ? i1 : s.len;
   const std::int64_t j_begin = s.window > 0 ? std::max<std::int64_t>(0, i0 - s.window + 1) : 0;
   for (std::int64_t j0 = j_begin - j_begin % flash_block; j0 < j_end; j0 += flash_block) {
     const std::int64_t cols = std::min(flash_block, s.len - j0);
     const stride_map K(s.k + (j0 * s.k_heads + kh) * s.qk_dim, cols, s.qk_dim, Eigen::OuterStride<>(s.k_heads * s.qk_dim));
     const stride_map V(s.v + (j0 * s.v_heads + vh) * s.v_dim, cols, s.v_dim, Eigen::OuterStride<>(s.v_heads * s.v_dim));
-    S.leftCols(cols).noalias() = Q * K.transpose();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t i = i0 + r;
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const std::int64_t j = j0 + c;
-        const bool seen = (!s.causal || j <= i) && (s.window <= 0 || i - j < s.window) && (s.causal || s.window <= 0 || j - i < s.window);
-        float x = seen ? S(r, c) + bias(h, i, j) : -std::numeric_limits<float>::infinity();
-        S(r, c) = x;
-        block_max = std::max(block_max, x);
-      }
-      const float new_max = std::max(row_max[r], block_max);
-      if (new_max == -std::numeric_limits<float>::infinity()) {  // nothing seen yet
-        for (std::int64_t c = 0; c < cols; ++c) S(r, c) = 0.0f;
-        continue;
-      }
-      const float rescale = std::exp(row_max[r] - new_max);
-      float sum = 0;
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const float p = std::exp(S(r, c) - new_max);
-        S(r, c) = p;
-        sum += p;
-      }
-      row_sum[r] = row_sum[r] * rescale + sum;
-      acc.row(r) *= rescale;
-      row_max[r] = new_max;
-    }
-    acc.noalias() += S.leftCols(cols) * V;
+    auto tile = S.leftCols(cols);
+    tile.noalias() = Q * K.transpose();
+    if (!std::is_same_v<Bias, no_bias> || !tile_all_seen(s, i0, i1, j0, j0 + cols))
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          tile(r, c) = flash_sees(s, i0 + r, j0 + c) ? tile(r, c) + bias(h, i0 + r, j0 + c) : minus_inf;
+    const Eigen::ArrayXf new_max = row_max.max(tile.array().rowwise().maxCoeff());
+    // A row that has seen nothing yet (all −∞) shifts by 0: its exponentials are 0, not NaN.
+    const Eigen::ArrayXf shift = (new_max == minus_inf).select(Eigen::ArrayXf::Zero(rows), new_max);
+    tile.array() = (tile.array().colwise() - shift).exp();
+    const Eigen::ArrayXf rescale = (row_max - shift).exp();
+    row_sum = row_sum * rescale + tile.array().rowwise().sum();
+    acc.array().colwise() *= rescale;
+    row_max = new_max;
+    acc.noalias() += tile * V;
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t i = i0 + r;

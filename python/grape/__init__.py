@@ -7,6 +7,7 @@ The C++ library's checker and CPU kernels, on NumPy arrays and PyTorch tensors (
     report = grape.check("rope", trials=100, seed=1)
     enc = grape.from_config("config.json")         # a model's exact rotary encoding
     q_rot, k_rot = grape.rotate_qk(q, k, positions=pos, encoding=enc)
+    out = grape.attention(q, k, v, enc, causal=True)  # the encoding inside the flash loop
 
 Bad input raises grape.GrapeError (a ValueError) with one line naming the argument.
 `grape.torch` has autograd wrappers (gradients for q, k and the frequencies).
@@ -16,14 +17,17 @@ import dataclasses as _dataclasses
 import json as _json
 import os as _os
 
-from ._grape import AlibiEncoding, GrapeError, RotaryCache, RotaryEncoding, T5Encoding, alibi_slopes, rope, rotary
+from ._grape import (AlibiEncoding, GrapeError, RotaryCache, RotaryEncoding, T5Encoding, alibi, alibi_slopes, rope,
+                     rotary)
 from . import _grape
 from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, inspect, list
+from ._attention import attention, attention_backward, attention_decode
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
            "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
-           "fox_bias", "grape_a_bias", "add_sinusoidal", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect"]
+           "fox_bias", "grape_a_bias", "add_sinusoidal", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
+           "attention", "attention_backward", "attention_decode"]
 
 
 def from_config(config, seq_len=None, precision="float32_reference"):
@@ -180,3 +184,4 @@ def add_sinusoidal(x, positions, base=10000.0, threads=0):
     """x[t] += PE(positions[t]) in place (x float32 [tokens, dim]; PE pairs interleaved, exact phases)."""
     _grape._add_sinusoidal(x, positions, base, threads)
     return x
+

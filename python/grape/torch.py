@@ -1,4 +1,5 @@
-"""grape's rotary kernel and bias tiles (ALiBi, FoX, GRAPE-A's gated bias) as differentiable PyTorch ops.
+"""grape's rotary kernel, fused attention and bias tiles (ALiBi, FoX, GRAPE-A's gated bias) as differentiable
+PyTorch ops.
 
     from grape.torch import rotate_qk
     q_rot, k_rot = rotate_qk(q, k, encoding, positions=pos)                 # grads for q and k
@@ -258,3 +259,69 @@ def grape_a_bias(omega, key_gate, query_gate=None, causal_mask_value=float("-inf
     causal_mask_value above the diagonal. omega [heads]; gates [..., heads, seq] (softplus outputs).
     Differentiable in all three (the backward in float64 torch operations)."""
     return _GrapeABias.apply(omega, key_gate, query_gate, causal_mask_value)
+
+
+class _Attention(_torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, q, k, v, param, kind, encoding, options):
+        if kind == "slopes":
+            encoding = _grape.alibi(slopes=param.detach().to(_torch.float64).cpu().tolist())
+        elif kind == "inv_freq":
+            encoding = encoding.with_inv_freq(param.detach().to(_torch.float64).cpu().tolist())
+        log_forget = _fox_gates(param) if kind == "log_forget" else None
+        out, lse = _grape.attention(q, k, v, encoding, log_forget=log_forget, return_lse=True, **options)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.meta = (kind, encoding, log_forget, options, None if param is None else (param.dtype, param.shape))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse = ctx.saved_tensors
+        kind, encoding, log_forget, options, param_meta = ctx.meta
+        want = param_meta is not None and ctx.needs_input_grad[3]
+        dq, dk, dv, d_bias, d_freq = _grape.attention_backward(
+            grad_out.to(q.dtype), q, k, v, out, lse, encoding, log_forget=log_forget,
+            bias_grad=want and kind in ("slopes", "log_forget"), inv_freq_grad=want and kind == "inv_freq", **options)
+        d_param = None
+        if want:
+            dtype, shape = param_meta
+            d_param = _torch.tensor(d_bias if d_freq is None else d_freq, dtype=dtype).reshape(shape)
+        return dq, dk, dv, d_param, None, None, None
+
+
+def _fox_gates(log_forget):
+    """FoX's gates [heads, length] as a C-contiguous float64 NumPy array."""
+    return log_forget.detach().to(_torch.float64).cpu().contiguous().numpy()
+
+
+def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, log_forget=None, causal=True, window=0,
+              scale=None, positions=None, offsets=None, cu_seqlens=None):
+    """Differentiable grape.attention (the encoding inside the flash loop, the backward from the
+    saved log-sum-exp: no T x T tensor in either direction). Gradients for q, k, v and for one
+    learnable encoding parameter:
+      slopes [heads]      ALiBi with these slopes (learned ALiBi);
+      inv_freq [d/2]      the rotary `encoding` with this frequency table (learned frequencies);
+      log_forget [heads, length] or [batch, heads, seq]  FoX's log forget gates (per sequence with a
+                          batch dimension: q, k, v then [batch, seq, heads, d]).
+    Otherwise `encoding` (None, a RotaryEncoding or an AlibiEncoding) is fixed.
+    """
+    options = dict(causal=causal, window=window, scale=scale, positions=positions, offsets=offsets,
+                   cu_seqlens=cu_seqlens)
+    given = [(n, p) for n, p in (("slopes", slopes), ("inv_freq", inv_freq), ("log_forget", log_forget))
+             if p is not None]
+    if len(given) > 1:
+        raise _grape.GrapeError("grape: attention: give at most one of slopes, inv_freq, log_forget")
+    kind, param = given[0] if given else (None, None)
+    if kind == "inv_freq" and not isinstance(encoding, _grape.RotaryEncoding):
+        raise _grape.GrapeError("grape: attention: inv_freq replaces a RotaryEncoding's table; pass the encoding")
+    if kind == "log_forget" and log_forget.dim() == 3:  # one gate sequence per batch element
+        if q.dim() != 4 or q.shape[0] != log_forget.shape[0] or offsets is not None or cu_seqlens is not None:
+            raise _grape.GrapeError("grape: attention: log_forget [batch, heads, seq] needs q, k, v "
+                                    "[batch, seq, heads, d] with the same batch and no offsets or cu_seqlens")
+        outs = [_Attention.apply(q[b:b + 1], k[b:b + 1], v[b:b + 1], log_forget[b], kind, None,
+                                 dict(options, positions=None if positions is None
+                                      else _torch.as_tensor(positions).reshape(q.shape[0], -1)[b]))
+                for b in range(q.shape[0])]
+        return _torch.cat(outs, 0)
+    return _Attention.apply(q, k, v, param, kind, encoding, options)

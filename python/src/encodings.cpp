@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "grape/detail/error.hpp"
+#include "grape/encodings/alibi.hpp"
 #include "model/model_config.hpp"
 
 namespace grape::python {
@@ -153,6 +154,21 @@ void bind_encodings(nb::module_& m) {
 
   m.def("rope", &make_rope, "head_dim"_a, "base"_a = 10000.0, "rotary_dim"_a = nb::none(), "layout"_a = "half_split",
         "attention_factor"_a = 1.0, "RoPE with the default table 1 / base^(2i/d) (float64).");
+  m.def("alibi",
+        [](std::optional<int> heads, std::optional<std::vector<double>> slopes, double max_bias) {
+          if (slopes) {
+            if (heads && *heads != static_cast<int>(slopes->size()))
+              throw input_error(fmt::format("heads: {} does not match the {} slopes given", *heads, slopes->size()));
+            if (slopes->empty()) throw input_error("slopes: must hold one value per head");
+            for (std::size_t h = 0; h < slopes->size(); ++h)
+              if (!std::isfinite((*slopes)[h])) throw input_error(fmt::format("slopes[{}]: must be finite", h));
+            return alibi_encoding{*slopes, "alibi(slopes)"};
+          }
+          if (!heads) throw input_error("alibi: give heads or slopes");
+          return alibi_encoding{alibi_slopes(*heads, max_bias), fmt::format("alibi(heads={})", *heads)};
+        },
+        "heads"_a = nb::none(), "slopes"_a = nb::none(), "max_bias"_a = 8.0,
+        "ALiBi with the standard slopes for `heads` (any count), or with explicit (e.g. learned) slopes.");
   m.def("rotary", &make_rotary, "inv_freq"_a, "head_dim"_a = nb::none(), "layout"_a = "half_split",
         "attention_factor"_a = 1.0, "A rotary encoding from an explicit frequency table.");
   m.def("_config_from_file",

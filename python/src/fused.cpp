@@ -24,11 +24,7 @@ const float* norm_weight(const std::optional<array>& w, int head_dim, const char
   return static_cast<const float*>(w->data());
 }
 
-/// One paged cache tensor: NHD [blocks, block_size, heads, dim] or HND [blocks, heads, block_size, dim].
-struct cache_shape {
-  std::int64_t blocks = 0, block_size = 0, heads = 0, dim = 0;
-  cpu::paged_cache tensor;
-};
+}  // namespace
 
 cache_shape cache_of(const array& c, bool hnd, const char* name) {
   if (c.ndim() != 4)
@@ -49,7 +45,6 @@ cache_shape cache_of(const array& c, bool hnd, const char* name) {
   return s;
 }
 
-}  // namespace
 
 fused_parts::fused_parts(const rotary_spec& spec, cpu::rotate_qk_args& args, const fused_arrays& a) {
   if (a.q_norm_weight || a.k_norm_weight) {

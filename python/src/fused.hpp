@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,13 @@ struct fused_arrays {
   std::optional<array> slot_mapping, k_cache, v_cache, values;
   std::string layout = "NHD";
 };
+
+/// One paged cache tensor: NHD [blocks, block_size, heads, dim] or HND [blocks, heads, block_size, dim].
+struct cache_shape {
+  std::int64_t blocks = 0, block_size = 0, heads = 0, dim = 0;
+  cpu::paged_cache tensor;
+};
+cache_shape cache_of(const array& c, bool hnd, const char* name);
 
 /// The kernel structs the arguments point at while the call runs (so: not movable).
 struct fused_parts {

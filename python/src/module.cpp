@@ -9,6 +9,7 @@ void bind_encodings(nanobind::module_& m);
 void bind_rotary(nanobind::module_& m);
 void bind_bias(nanobind::module_& m);
 void bind_fused(nanobind::module_& m);
+void bind_attention(nanobind::module_& m);
 }  // namespace grape::python
 
 NB_MODULE(_grape, m) {
@@ -22,4 +23,5 @@ NB_MODULE(_grape, m) {
   grape::python::bind_fused(m);
   grape::python::bind_rotary(m);
   grape::python::bind_bias(m);
+  grape::python::bind_attention(m);
 }

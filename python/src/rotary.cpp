@@ -13,80 +13,13 @@
 #include "arrays.hpp"
 #include "encodings.hpp"
 #include "fused.hpp"
+#include "qk_args.hpp"
 #include "grape/detail/error.hpp"
 
 namespace grape::python {
 
 namespace nb = nanobind;
 using namespace nb::literals;
-
-namespace {
-
-using optional_array = std::optional<array>;
-
-struct qk_arrays {
-  optional_array q, q_out, k, k_out;
-};
-
-/// Q's and K's shapes, checked against each other and the encoding, as kernel arguments.
-cpu::rotate_qk_args make_args(const rotary_spec& spec, const qk_arrays& a, const optional_array& positions,
-                              const optional_array& offsets, const optional_array& cu_seqlens,
-                              std::optional<std::int64_t> max_position, int threads) {
-  if (!a.q && !a.k) throw input_error("q, k: at least one must be given");
-  cpu::rotate_qk_args args;
-  std::optional<qk_shape> first;
-  std::optional<cpu::dtype> type;
-  auto fill = [&](const optional_array& in, const optional_array& out, cpu::qk_tensor& t, const char* name,
-                  const char* out_name) {
-    if (!in) return;
-    const qk_shape s = qk_shape_of(*in, name);
-    const cpu::dtype d = storage_type(*in, name);
-    if (s.dim != spec.head_dim)
-      throw input_error(fmt::format("{}: last dimension must be the encoding's head_dim {} (got {})", name,
-                                    spec.head_dim, s.dim));
-    if (first && (s.batch != first->batch || s.seq != first->seq))
-      throw input_error(fmt::format("{}: batch and sequence extents must match q's ({} x {} vs {} x {})", name, s.batch,
-                                    s.seq, first->batch, first->seq));
-    if (type && d != *type) throw input_error(fmt::format("{}: dtype must match q's", name));
-    if (out) require_same_layout(*in, *out, name, out_name);
-    first = s;
-    type = d;
-    t.in = in->data();
-    t.out = out ? out->data() : in->data();
-    t.heads = s.heads;
-    t.size = s.span;
-    t.batch_stride = s.batch_stride;
-    t.token_stride = s.token_stride;
-    t.head_stride = s.head_stride;
-  };
-  fill(a.q, a.q_out, args.q, "q", "q_out");
-  fill(a.k, a.k_out, args.k, "k", "k_out");
-  args.type = *type;
-  args.batch = first->batch;
-  args.seq_len = first->seq;
-  std::int64_t tokens = first->batch * first->seq;
-  if (cu_seqlens) {
-    if (first->batch != 1)
-      throw input_error("cu_seqlens: q and k must be packed [total_tokens, heads, dim] with cu_seqlens");
-    const std::int64_t n = static_cast<std::int64_t>(cu_seqlens->size());
-    if (n < 2) throw input_error("cu_seqlens: must hold batch + 1 >= 2 offsets");
-    args.cu_seqlens = int64_values(*cu_seqlens, n, "cu_seqlens");
-    args.batch = n - 1;
-    args.seq_len = 0;
-  }
-  if (positions && offsets) throw input_error("positions, offsets: give one or neither");
-  if (positions) {
-    const index_array p = positions_of(*positions, spec.num_axes * tokens, "positions");
-    args.position_ids = p.data;
-    args.position_type = p.type;
-  }
-  if (offsets) args.offsets = int64_values(*offsets, args.batch, "offsets");
-  if (max_position) args.max_position = *max_position;
-  args.threads = threads;
-  return args;
-}
-
-}  // namespace
 
 void bind_rotary(nb::module_& m) {
   m.def("_rotate_qk",
@@ -99,7 +32,8 @@ void bind_rotary(nb::module_& m) {
           const fused_arrays fused{q_norm_weight, k_norm_weight, norm_eps, norm_unit_offset,
                                    slot_mapping,  k_cache,       v_cache,  values,
                                    cache_layout};
-          auto args = make_args(e.spec, {q, q_out, k, k_out}, positions, offsets, cu_seqlens, max_position, threads);
+          auto args = make_qk_args(e.spec.head_dim, e.spec.num_axes, {q, q_out, k, k_out}, positions, offsets, cu_seqlens,
+                                   max_position, threads);
           args.cache = cache;
           const fused_parts parts(e.spec, args, fused);
           nb::gil_scoped_release release;
@@ -113,14 +47,13 @@ void bind_rotary(nb::module_& m) {
         "cache"_a.none(), "q_norm_weight"_a.none(), "k_norm_weight"_a.none(), "norm_eps"_a, "norm_unit_offset"_a,
         "slot_mapping"_a.none(), "k_cache"_a.none(), "v_cache"_a.none(), "values"_a.none(), "cache_layout"_a);
 
-
   m.def("_inv_freq_grad",
         [](const rotary_encoding& e, optional_array q, optional_array grad_q, optional_array k,
            optional_array grad_k, optional_array positions, optional_array offsets, optional_array cu_seqlens,
            int threads) {
           // The gradients address like the inputs: require_same_layout via the out slots.
-          const auto args = make_args(e.spec, {q, grad_q, k, grad_k}, positions, offsets, cu_seqlens,
-                                      std::nullopt, threads);
+          const auto args = make_qk_args(e.spec.head_dim, e.spec.num_axes, {q, grad_q, k, grad_k}, positions, offsets,
+                                         cu_seqlens, std::nullopt, threads);
           std::vector<double> grad(static_cast<std::size_t>(e.spec.rotary_dim / 2));
           {
             nb::gil_scoped_release release;

@@ -12,25 +12,13 @@
 #include <vector>
 
 #include "../kernel_laws/random_call.hpp"
+#include "plain_attention.hpp"
 #include "cpu/attention.hpp"
 #include "grape/check/attention_call.hpp"
 #include "grape/builtins.hpp"
 
 namespace grape {
 namespace {
-
-/// The instance types' score in float64 for no encoding: qᵀk.
-struct plain {
-  cpu::no_encoding enc;
-  int content_dim() const { return enc.head_dim; }
-  int heads() const { return 1; }
-  double score(int, const double* q, const double* k, const std::array<std::int64_t, 1>&,
-               const std::array<std::int64_t, 1>&) const {
-    double s = 0;
-    for (int c = 0; c < enc.head_dim; ++c) s += q[c] * k[c];
-    return s;
-  }
-};
 
 template <class T>
 double output_tolerance() {

@@ -2,6 +2,7 @@
 // alibi: a linear score bias −slope_h·|m − n| (Press et al.), with the exact slope rule for any
 // head count (math/bias.hpp). grape_a is the same bias written as a unipotent lift.
 #include <boost/hana/define_struct.hpp>
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -31,6 +32,14 @@ struct alibi_bias {
   double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
     return -slopes[h] * static_cast<double>(m[0] > n[0] ? m[0] - n[0] : n[0] - m[0]);
   }
+  // Gradient: dL/d slope_h = −Σ g·|m − n| over the head's logits.
+  std::size_t parameter_count() const { return slopes.size(); }
+  std::size_t grad_accumulator_size() const { return slopes.size(); }
+  void accumulate_grad(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n, double g,
+                       double* acc) const {
+    acc[h] -= g * static_cast<double>(m[0] > n[0] ? m[0] - n[0] : n[0] - m[0]);
+  }
+  void gradient(const double* acc, double* grad) const { std::copy(acc, acc + slopes.size(), grad); }
 };
 
 struct alibi final : encoding<translation<1>, no_representation, score_bias<alibi_bias>> {

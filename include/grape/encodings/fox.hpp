@@ -4,6 +4,7 @@
 // It depends on the content between the two positions, so translation invariance holds only when
 // the content moves with the positions (content_shift_invariance), not for fixed content.
 #include <boost/hana/define_struct.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -36,6 +37,23 @@ struct forget_gate_bias {
       throw input_error(fmt::format("position: {} is outside the gate sequence [{}, {})", n, origin, origin + length));
     const double* F = prefix.data() + h * (length + 1) + 1;  // F[-1] == 0
     return F[i] - F[j];
+  }
+  // Gradient with respect to the log forget gates log f_h(ℓ), [heads, length]: a logit (m, n)
+  // counts for every ℓ in (n, m], recorded as +g at n + 1 and −g at m + 1 of the head's
+  // length + 1 accumulators and summed along the sequence by gradient().
+  std::size_t parameter_count() const { return static_cast<std::size_t>(num_heads * length); }
+  std::size_t grad_accumulator_size() const { return static_cast<std::size_t>(num_heads * (length + 1)); }
+  void accumulate_grad(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n, double g,
+                       double* acc) const {
+    if (n[0] >= m[0]) return;  // the diagonal has an empty path; above it the logit is masked
+    acc[h * (length + 1) + n[0] + 1] += g;
+    acc[h * (length + 1) + m[0] + 1] -= g;
+  }
+  void gradient(const double* acc, double* grad) const {
+    for (int h = 0; h < num_heads; ++h) {
+      double running = 0;
+      for (std::int64_t l = 0; l < length; ++l) grad[h * length + l] = running += acc[h * (length + 1) + l];
+    }
   }
 };
 

@@ -4,6 +4,7 @@
 // Not a GRAPE-A
 // lift (the bias is not linear in the offset) but translation invariant by construction.
 #include <boost/hana/define_struct.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -29,6 +30,15 @@ struct t5_bias {
     const int b = math::t5_bucket(n[0] - m[0], bidirectional, num_buckets, max_distance);
     return table[static_cast<std::size_t>(b) * num_heads + h];
   }
+  // Gradient: dL/d table[bucket, h] = Σ g over the head's logits in that bucket (table's layout).
+  std::size_t parameter_count() const { return table.size(); }
+  std::size_t grad_accumulator_size() const { return table.size(); }
+  void accumulate_grad(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n, double g,
+                       double* acc) const {
+    acc[static_cast<std::size_t>(math::t5_bucket(n[0] - m[0], bidirectional, num_buckets, max_distance)) * num_heads +
+        h] += g;
+  }
+  void gradient(const double* acc, double* grad) const { std::copy(acc, acc + table.size(), grad); }
 };
 
 struct t5_buckets final : encoding<translation<1>, no_representation, score_bias<t5_bias>> {

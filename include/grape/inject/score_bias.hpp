@@ -3,7 +3,14 @@
 // B provides heads() and bias(head, c_m, c_n); a content-dependent bias (FoX) also provides
 // bias_with_content(head, m, n, origin): the same bias with its per-position content moved so
 // that the content at position origin + ℓ is the content that sat at ℓ.
+//
+// A bias with learnable parameters may give their gradient (BiasWithGradient), which the fused
+// attention's backward (cpu::attention_backward) returns with dQ, dK and dV: the kernel adds each
+// logit's gradient g = dL/db_h(m, n) into an accumulator of grad_accumulator_size() doubles
+// through accumulate_grad (O(1) per logit: a path sum records where its path starts and ends),
+// then gradient() turns the summed accumulator into dL/d(parameters), parameter_count() values.
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "grape/inject/concepts.hpp"
@@ -13,6 +20,14 @@ namespace grape {
 template <class B>
 concept ContentDependentBias = requires(const B& b, std::int64_t p) {
   { b.bias_with_content(0, p, p, p) } -> std::convertible_to<double>;
+};
+
+template <class B>
+concept BiasWithGradient = requires(const B& b, const std::array<std::int64_t, 1>& p, double* acc, const double* sum) {
+  { b.parameter_count() } -> std::convertible_to<std::size_t>;
+  { b.grad_accumulator_size() } -> std::convertible_to<std::size_t>;
+  b.accumulate_grad(0, p, p, 1.0, acc);
+  b.gradient(sum, acc);
 };
 
 template <class B>

@@ -1,0 +1,96 @@
+"""Fused attention with the encoding inside (the C++ cpu::attention, its backward, and decode over
+a paged KV cache) on NumPy arrays and PyTorch tensors. grape.torch.attention is the differentiable one."""
+from . import _grape
+
+
+def _index_array(x):
+    from . import _index_array as index_array
+    return index_array(x)
+
+
+def _new_like(x, shape, dtype=None):
+    """A new C-contiguous array or tensor of x's kind (x's dtype unless given)."""
+    if hasattr(x, "new_empty"):  # torch
+        import torch
+        return torch.empty(shape, dtype=x.dtype if dtype is None else dtype, device=x.device)
+    import numpy as np
+    return np.empty(shape, dtype=x.dtype if dtype is None else dtype)
+
+
+def _tokens(q):
+    return q.shape[0] * q.shape[1] if len(q.shape) == 4 else q.shape[0]
+
+
+def _attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads):
+    return dict(positions=None if positions is None else _index_array(positions),
+                offsets=None if offsets is None else _index_array(offsets),
+                cu_seqlens=None if cu_seqlens is None else _index_array(cu_seqlens),
+                max_position=max_position, causal=causal, window=window,
+                scale=0.0 if scale is None else float(scale), threads=threads)
+
+
+def attention(q, k, v, encoding=None, *, log_forget=None, causal=True, window=0, scale=None, positions=None,
+              offsets=None, cu_seqlens=None, max_position=None, return_lse=False, threads=0):
+    """O = softmax(scale * E(Q) E(K)^T + B + mask) V with the encoding inside the flash loop (tiles of
+    64 x 64, online softmax, float32 accumulation, never a T x T buffer).
+
+    q [tokens, heads, d] or [batch, seq, heads, d]; k and v the same tokens, heads dividing q's (GQA);
+    float32, float16 or bfloat16 (torch). encoding: None, a RotaryEncoding (one position axis) or an
+    AlibiEncoding; or log_forget [heads, length] for FoX (its gates indexed by position). Positions:
+    per-token ids, per-sequence offsets, or the index in the sequence; cu_seqlens packs sequences.
+    causal masks keys after the query; window > 0 keeps keys fewer than `window` apart; scale
+    defaults to 1/sqrt(d). Returns the output ([..., heads, v's d], q's dtype), and with return_lse
+    also the float32 log-sum-exp [heads, tokens] that attention_backward needs.
+    """
+    out = _new_like(q, tuple(q.shape[:-1]) + (v.shape[-1],))
+    lse = _new_like(q, (q.shape[-2], _tokens(q)), dtype=_float32_dtype(q))
+    _grape._attention(encoding, log_forget, q, k, v, out, lse,
+                      **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale,
+                                           threads))
+    return (out, lse) if return_lse else out
+
+
+def attention_backward(grad_out, q, k, v, out, lse, encoding=None, *, log_forget=None, causal=True, window=0,
+                       scale=None, positions=None, offsets=None, cu_seqlens=None, max_position=None,
+                       bias_grad=False, inv_freq_grad=False, threads=0):
+    """The backward of attention() from its output and log-sum-exp (same arguments): returns
+    (dq, dk, dv, d_bias, d_inv_freq). d_bias (bias_grad=True): dL/dslopes for ALiBi, dL/dlog_forget
+    [heads * length] for FoX; d_inv_freq (inv_freq_grad=True): dL/dtheta_i of a rotary encoding.
+    Both float64 lists, or None when not asked. Tiles are recomputed: no T x T buffer.
+    """
+    grads = [_new_like(q, tuple(x.shape)) for x in (q, k, v)]
+    if hasattr(grad_out, "contiguous"):
+        grad_out = grad_out.contiguous()
+    d_bias, d_freq = _grape._attention_backward(
+        encoding, log_forget, q, k, v, out, lse, grad_out, *grads, bias_grad=bias_grad, inv_freq_grad=inv_freq_grad,
+        **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads))
+    return (*grads, d_bias, d_freq)
+
+
+def attention_decode(q, k_cache, v_cache, block_table, seq_lens, encoding=None, *, log_forget=None,
+                     q_positions=None, layout="NHD", window=0, scale=None, max_position=None, return_lse=False,
+                     threads=0):
+    """Decode: one query token per sequence against a paged KV cache, the encoding inside.
+
+    q [batch, heads, d] (C-contiguous); k_cache, v_cache as rotate_qk's kv_cache write fills them
+    (K already rotated): NHD [blocks, block_size, kv_heads, d] or HND [blocks, kv_heads, block_size, d];
+    block_table int32 [batch, max_blocks] (sequence b's blocks in order); seq_lens int64 [batch]
+    (cached tokens, the new one included). Token j of a sequence has position j; the query has
+    q_positions[b] (default seq_lens[b] - 1). encoding: None, a RotaryEncoding (turns the query),
+    an AlibiEncoding, or log_forget for FoX. Returns [batch, heads, v's d] (and the float32
+    log-sum-exp [heads, batch] with return_lse).
+    """
+    out = _new_like(q, (q.shape[0], q.shape[1], v_cache.shape[-1]))
+    lse = _new_like(q, (q.shape[1], q.shape[0]), dtype=_float32_dtype(q)) if return_lse else None
+    _grape._attention_decode(encoding, log_forget, q, k_cache, v_cache, layout, block_table, _index_array(seq_lens),
+                             None if q_positions is None else _index_array(q_positions), out, lse, max_position,
+                             window, 0.0 if scale is None else float(scale), threads)
+    return (out, lse) if return_lse else out
+
+
+def _float32_dtype(x):
+    if hasattr(x, "new_empty"):
+        import torch
+        return torch.float32
+    import numpy as np
+    return np.float32

@@ -1,0 +1,237 @@
+// Fused attention with the encoding inside (cpu::attention, cpu::attention_backward,
+// cpu::attention_decode over a paged KV cache) on arrays:
+// no encoding, a rotary encoding (one position axis), ALiBi slopes or FoX's log forget gates.
+// Python allocates the outputs (grape/__init__.py); nothing is copied on the way in.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrays.hpp"
+#include "cpu/attention_backward.hpp"
+#include "cpu/attention_decode.hpp"
+#include "encodings.hpp"
+#include "fused.hpp"
+#include "grape/detail/error.hpp"
+#include "grape/encodings/alibi.hpp"
+#include "grape/encodings/fox.hpp"
+#include "grape/encodings/rotary_table.hpp"
+#include "qk_args.hpp"
+
+namespace grape::python {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+/// FoX's bias from log forget gates [heads, length] (float32 or float64, C-contiguous, finite).
+forget_gate_bias fox_from_log_forget(const array& a) {
+  if (a.ndim() != 2) throw input_error(fmt::format("log_forget: must be [heads, length] (got {} dimensions)", a.ndim()));
+  if (!c_contiguous(a)) throw input_error("log_forget: must be C-contiguous");
+  const bool f64 = a.dtype() == nb::dtype<double>();
+  if (!f64 && a.dtype() != nb::dtype<float>()) throw input_error("log_forget: dtype must be float32 or float64");
+  forget_gate_bias b{static_cast<int>(a.shape(0)), static_cast<std::int64_t>(a.shape(1)), {}};
+  if (b.num_heads < 1) throw input_error("log_forget: must hold at least one head");
+  b.prefix.resize(static_cast<std::size_t>(b.num_heads) * (b.length + 1));
+  for (int h = 0; h < b.num_heads; ++h) {
+    double sum = 0;
+    for (std::int64_t l = 0; l < b.length; ++l) {
+      const std::int64_t i = h * b.length + l;
+      const double x = f64 ? static_cast<const double*>(a.data())[i] : static_cast<const float*>(a.data())[i];
+      if (!std::isfinite(x)) throw input_error(fmt::format("log_forget[{}, {}]: must be finite (got {})", h, l, x));
+      b.prefix[h * (b.length + 1) + l + 1] = sum += x;
+    }
+  }
+  return b;
+}
+
+/// Calls body(instance) with the kernel instance of the encoding.
+template <class Body>
+void with_instance(const nb::handle& encoding, const std::optional<array>& log_forget, int head_dim, Body&& body) {
+  if (log_forget) {
+    if (!encoding.is_none()) throw input_error("encoding, log_forget: give one (log_forget is FoX's encoding)");
+    return body(fox::instance{fox_from_log_forget(*log_forget), head_dim});
+  }
+  if (encoding.is_none()) return body(cpu::no_encoding{head_dim});
+  if (nb::isinstance<rotary_encoding>(encoding)) {
+    const rotary_spec& s = nb::cast<const rotary_encoding&>(encoding).spec;
+    if (s.num_axes != 1) throw input_error("encoding: attention takes a rotary encoding on one position axis");
+    if (s.head_dim != head_dim)
+      throw input_error(fmt::format("q: last dimension must be the encoding's head_dim {} (got {})", s.head_dim, head_dim));
+    if (s.layout == layout_kind::half_split) return body(rotary_table<layout_kind::half_split>::make(s));
+    return body(rotary_table<layout_kind::interleaved>::make(s));
+  }
+  if (nb::isinstance<alibi_encoding>(encoding)) {
+    const auto& slopes = nb::cast<const alibi_encoding&>(encoding).slopes;
+    for (std::size_t h = 0; h < slopes.size(); ++h)
+      if (!std::isfinite(slopes[h])) throw input_error(fmt::format("slopes[{}]: must be finite", h));
+    return body(alibi::instance{alibi_bias{slopes}, head_dim});
+  }
+  throw input_error("encoding: attention takes None, a RotaryEncoding or an AlibiEncoding (or log_forget for FoX)");
+}
+
+/// The arrays of a call and the options, as cpu::attention_args (the output and lse checked).
+cpu::attention_args make_attention_args(const array& q, const array& k, const array& v, const array& out,
+                                        const array& lse, const optional_array& positions,
+                                        const optional_array& offsets, const optional_array& cu_seqlens,
+                                        std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
+                                        float scale, int threads) {
+  const qk_shape qs = qk_shape_of(q, "q"), vs = qk_shape_of(v, "v");
+  cpu::attention_args a;
+  a.qk = make_qk_args(static_cast<int>(qs.dim), 1, {q, std::nullopt, k, std::nullopt}, positions, offsets, cu_seqlens,
+                      max_position, threads);
+  if (vs.batch != qs.batch || vs.seq != qs.seq)
+    throw input_error(fmt::format("v: batch and sequence extents must match q's ({} x {} vs {} x {})", vs.batch, vs.seq,
+                                  qs.batch, qs.seq));
+  if (storage_type(v, "v") != a.qk.type) throw input_error("v: dtype must match q's");
+  a.v = {v.data(), nullptr, vs.heads, vs.span, vs.batch_stride, vs.token_stride, vs.head_stride};
+  a.v_dim = static_cast<int>(vs.dim);
+  const std::int64_t tokens = qs.batch * qs.seq;
+  if (!c_contiguous(out) || storage_type(out, "out") != a.qk.type ||
+      static_cast<std::int64_t>(out.size()) != tokens * qs.heads * vs.dim)
+    throw input_error(fmt::format("out: must be C-contiguous, of q's dtype, with {} x {} x {} values", tokens, qs.heads,
+                                  vs.dim));
+  a.out = out.data();
+  a.lse = const_cast<float*>(float32_values(lse, qs.heads * tokens, "lse"));
+  a.causal = causal;
+  a.window = window;
+  if (!(scale >= 0) || !std::isfinite(scale)) throw input_error("scale: must be finite and > 0 (or None)");
+  a.scale = scale;
+  return a;
+}
+
+/// The decode call's arrays as cpu::decode_args: q [batch, heads, d] and out C-contiguous, the
+/// caches as rotate_qk's KV write takes them, block_table int32 [batch, max_blocks].
+cpu::decode_args make_decode_args(const array& q, const array& k_cache, const array& v_cache, const std::string& layout,
+                                  const array& block_table, const array& seq_lens, const optional_array& q_positions,
+                                  const array& out, const optional_array& lse, std::optional<std::int64_t> max_position,
+                                  std::int64_t window, float scale, int threads) {
+  if (layout != "NHD" && layout != "HND") throw input_error(fmt::format("layout: must be 'NHD' or 'HND' (got '{}')", layout));
+  if (q.ndim() != 3 || !c_contiguous(q)) throw input_error("q: must be a C-contiguous [batch, heads, head_dim] array");
+  cpu::decode_args a;
+  a.type = storage_type(q, "q");
+  a.q = q.data();
+  a.batch = static_cast<std::int64_t>(q.shape(0));
+  a.q_heads = static_cast<std::int64_t>(q.shape(1));
+  const cache_shape k = cache_of(k_cache, layout == "HND", "k_cache"), v = cache_of(v_cache, layout == "HND", "v_cache");
+  if (storage_type(k_cache, "k_cache") != a.type || storage_type(v_cache, "v_cache") != a.type)
+    throw input_error("k_cache, v_cache: dtype must match q's");
+  if (k.dim != static_cast<std::int64_t>(q.shape(2)))
+    throw input_error(fmt::format("k_cache: head_dim {} differs from q's {}", k.dim, q.shape(2)));
+  if (v.blocks != k.blocks || v.block_size != k.block_size || v.heads != k.heads)
+    throw input_error("v_cache: must have the K cache's blocks, block size and heads");
+  a.kv_heads = k.heads;
+  a.k = k.tensor;
+  a.v = v.tensor;
+  a.v_dim = static_cast<int>(v.dim);
+  a.blocks = k.blocks;
+  a.block_size = k.block_size;
+  if (block_table.dtype() != nb::dtype<std::int32_t>() || block_table.ndim() != 2 || !c_contiguous(block_table) ||
+      static_cast<std::int64_t>(block_table.shape(0)) != a.batch)
+    throw input_error(fmt::format("block_table: must be a C-contiguous int32 [batch = {}, max_blocks] array", a.batch));
+  a.block_table = static_cast<const std::int32_t*>(block_table.data());
+  a.max_blocks = static_cast<std::int64_t>(block_table.shape(1));
+  a.seq_lens = int64_values(seq_lens, a.batch, "seq_lens");
+  if (q_positions) a.q_positions = int64_values(*q_positions, a.batch, "q_positions");
+  if (max_position) a.max_position = *max_position;
+  if (!c_contiguous(out) || storage_type(out, "out") != a.type ||
+      static_cast<std::int64_t>(out.size()) != a.batch * a.q_heads * v.dim)
+    throw input_error("out: must be C-contiguous, of q's dtype, [batch, heads, v's head_dim]");
+  a.out = out.data();
+  if (lse) a.lse = const_cast<float*>(float32_values(*lse, a.q_heads * a.batch, "lse"));
+  a.window = window;
+  if (!(scale >= 0) || !std::isfinite(scale)) throw input_error("scale: must be finite and > 0 (or None)");
+  a.scale = scale;
+  a.threads = threads;
+  return a;
+}
+
+/// A C-contiguous array of `like`'s dtype with `count` values, for a gradient.
+void* gradient_of(const array& g, const array& like, std::int64_t count, const char* name) {
+  if (!c_contiguous(g) || g.dtype() != like.dtype() || static_cast<std::int64_t>(g.size()) != count)
+    throw input_error(fmt::format("{}: must be C-contiguous, of q's dtype, with {} values", name, count));
+  return g.data();
+}
+
+}  // namespace
+
+void bind_attention(nb::module_& m) {
+  m.def("_attention",
+        [](nb::handle encoding, std::optional<array> log_forget, array q, array k, array v, array out, array lse,
+           optional_array positions, optional_array offsets, optional_array cu_seqlens,
+           std::optional<std::int64_t> max_position, bool causal, std::int64_t window, float scale, int threads) {
+          const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
+                                             window, scale, threads);
+          with_instance(encoding, log_forget, static_cast<int>(q.shape(q.ndim() - 1)), [&](const auto& inst) {
+            nb::gil_scoped_release release;
+            cpu::attention(inst, a);
+          });
+        },
+        "encoding"_a.none(), "log_forget"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "positions"_a.none(),
+        "offsets"_a.none(), "cu_seqlens"_a.none(), "max_position"_a.none(), "causal"_a, "window"_a, "scale"_a,
+        "threads"_a);
+
+  m.def("_attention_decode",
+        [](nb::handle encoding, std::optional<array> log_forget, array q, array k_cache, array v_cache,
+           const std::string& layout, array block_table, array seq_lens, optional_array q_positions, array out,
+           optional_array lse, std::optional<std::int64_t> max_position, std::int64_t window, float scale,
+           int threads) {
+          const auto a = make_decode_args(q, k_cache, v_cache, layout, block_table, seq_lens, q_positions, out, lse,
+                                          max_position, window, scale, threads);
+          with_instance(encoding, log_forget, static_cast<int>(q.shape(2)), [&](const auto& inst) {
+            nb::gil_scoped_release release;
+            cpu::attention_decode(inst, a);
+          });
+        },
+        "encoding"_a.none(), "log_forget"_a.none(), "q"_a, "k_cache"_a, "v_cache"_a, "layout"_a, "block_table"_a,
+        "seq_lens"_a, "q_positions"_a.none(), "out"_a, "lse"_a.none(), "max_position"_a.none(), "window"_a,
+        "scale"_a, "threads"_a);
+
+  m.def("_attention_backward",
+        [](nb::handle encoding, std::optional<array> log_forget, array q, array k, array v, array out, array lse,
+           array grad_out, array grad_q, array grad_k, array grad_v, optional_array positions, optional_array offsets,
+           optional_array cu_seqlens, std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
+           float scale, int threads, bool bias_grad, bool inv_freq_grad) {
+          const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
+                                             window, scale, threads);
+          cpu::attention_grad_args g;
+          g.grad_out = gradient_of(grad_out, q, static_cast<std::int64_t>(out.size()), "grad_out");
+          g.grad_q = gradient_of(grad_q, q, static_cast<std::int64_t>(q.size()), "grad_q");
+          g.grad_k = gradient_of(grad_k, q, static_cast<std::int64_t>(k.size()), "grad_k");
+          g.grad_v = gradient_of(grad_v, q, static_cast<std::int64_t>(v.size()), "grad_v");
+          std::pair<std::optional<std::vector<double>>, std::optional<std::vector<double>>> params;
+          with_instance(encoding, log_forget, static_cast<int>(q.shape(q.ndim() - 1)), [&](const auto& inst) {
+            std::vector<double> bias, freq;
+            if constexpr (requires { inst.bias.parameter_count(); })
+              if (bias_grad) bias.resize(inst.bias.parameter_count());
+            if constexpr (requires { inst.rep.dim(); })
+              if (inv_freq_grad) freq.resize(static_cast<std::size_t>(inst.rep.dim() / 2));
+            if (bias_grad && bias.empty()) throw input_error("bias_grad: this encoding has no bias parameters");
+            if (inv_freq_grad && freq.empty()) throw input_error("inv_freq_grad: this encoding has no frequencies");
+            g.grad_bias = bias_grad ? bias.data() : nullptr;
+            g.grad_inv_freq = inv_freq_grad ? freq.data() : nullptr;
+            {
+              nb::gil_scoped_release release;
+              cpu::attention_backward(inst, a, g);
+            }
+            if (bias_grad) params.first = std::move(bias);
+            if (inv_freq_grad) params.second = std::move(freq);
+          });
+          return params;
+        },
+        "encoding"_a.none(), "log_forget"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "grad_out"_a, "grad_q"_a,
+        "grad_k"_a, "grad_v"_a, "positions"_a.none(), "offsets"_a.none(), "cu_seqlens"_a.none(),
+        "max_position"_a.none(), "causal"_a, "window"_a, "scale"_a, "threads"_a, "bias_grad"_a, "inv_freq_grad"_a);
+}
+
+}  // namespace grape::python

@@ -1,0 +1,22 @@
+#pragma once
+// Q's and K's arrays (and their outputs) as the kernels' rotate_qk_args: shapes checked against
+// each other and the encoding's head_dim, positions, offsets or cu_seqlens. Shared by the rotary
+// kernels and attention.
+#include <cstdint>
+#include <optional>
+
+#include "arrays.hpp"
+
+namespace grape::python {
+
+using optional_array = std::optional<array>;
+
+struct qk_arrays {
+  optional_array q, q_out, k, k_out;
+};
+
+cpu::rotate_qk_args make_qk_args(int head_dim, int num_axes, const qk_arrays& a, const optional_array& positions,
+                                 const optional_array& offsets, const optional_array& cu_seqlens,
+                                 std::optional<std::int64_t> max_position, int threads);
+
+}  // namespace grape::python

@@ -1,0 +1,220 @@
+"""grape.attention and grape.torch.attention against an independent float64 PyTorch attention
+(softmax materialized, RoPE / ALiBi / FoX written from their formulas): outputs, the log-sum-exp,
+and the gradients for q, k, v and each learnable parameter (ALiBi slopes, rotary frequencies,
+FoX log forget gates) against float64 autograd. Then packed sequences and bad input."""
+import numpy as np
+import pytest
+import torch
+
+import grape
+from grape.torch import attention as torch_attention
+
+torch.manual_seed(20261205)
+
+
+def rope64(x, inv_freq, pos):
+    """Half-split RoPE in float64; x [B, T, H, d], pos [B, T]."""
+    angle = pos.double()[..., None, None] * inv_freq.double()  # [B, T, 1, d/2]
+    half = inv_freq.numel()
+    a, b = x[..., :half], x[..., half:2 * half]
+    return torch.cat([a * torch.cos(angle) - b * torch.sin(angle), a * torch.sin(angle) + b * torch.cos(angle),
+                      x[..., 2 * half:]], dim=-1)
+
+
+def attention64(q, k, v, pos, *, causal, window=0, inv_freq=None, slopes=None, log_forget=None):
+    """softmax(QK^T/sqrt(d) + bias + mask) V in float64; q [B, T, H, d], k and v [B, T, Hk, d]."""
+    q, k, v = q.double(), k.double(), v.double()
+    if inv_freq is not None:
+        q, k = rope64(q, inv_freq, pos), rope64(k, inv_freq, pos)
+    group = q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
+    logits = torch.einsum("bihd,bjhd->bhij", q / q.shape[-1] ** 0.5, k)
+    idx = torch.arange(q.shape[1])
+    if slopes is not None:
+        dist = (pos[:, :, None] - pos[:, None, :]).abs().double()           # [B, i, j]
+        logits = logits - slopes.double()[None, :, None, None] * dist[:, None]
+    if log_forget is not None:  # [H, length]: sum of log f over (j, i] by position
+        prefix = torch.nn.functional.pad(log_forget.double().cumsum(-1), (1, 0))  # F[l + 1]
+        fi, fj = prefix[:, pos + 1], prefix[:, pos + 1]                      # [H, B, T]
+        logits = logits + (fi[..., :, None] - fj[..., None, :]).permute(1, 0, 2, 3)
+    seen = torch.ones(q.shape[1], q.shape[1], dtype=torch.bool)
+    if causal:
+        seen &= idx[None, :] <= idx[:, None]
+    if window:
+        seen &= (idx[:, None] - idx[None, :]).abs() < window
+    logits = logits.masked_fill(~seen, float("-inf"))
+    lse = torch.logsumexp(logits, -1)                                        # [B, H, T]
+    return torch.einsum("bhij,bjhd->bihd", torch.softmax(logits, -1), v), lse
+
+
+CASES = [  # (name, heads, kv_heads, d, causal, window)
+    ("mha causal", 4, 4, 32, True, 0),
+    ("gqa full", 6, 2, 64, False, 0),
+    ("window", 4, 1, 16, True, 37),
+]
+
+
+def operands(batch, seq, heads, kv_heads, d, dtype=torch.float32):
+    return (torch.randn(batch, seq, heads, d, dtype=dtype), torch.randn(batch, seq, kv_heads, d, dtype=dtype),
+            torch.randn(batch, seq, kv_heads, d, dtype=dtype))
+
+
+@pytest.mark.parametrize("name,heads,kv_heads,d,causal,window", CASES)
+@pytest.mark.parametrize("encoding", ["none", "rope", "alibi", "fox"])
+def test_output_and_lse_match_float64(encoding, name, heads, kv_heads, d, causal, window):
+    q, k, v = operands(2, 150, heads, kv_heads, d)
+    offsets = torch.tensor([0, 900]) if encoding != "fox" else None
+    pos = torch.arange(150)[None, :] + (offsets[:, None] if offsets is not None else 0)
+    enc, extra, ref = None, {}, {}
+    if encoding == "rope":
+        enc = grape.rope(head_dim=d)
+        ref["inv_freq"] = torch.tensor(enc.inv_freq)
+    elif encoding == "alibi":
+        enc = grape.alibi(heads=heads)
+        ref["slopes"] = torch.tensor(enc.slopes)
+    elif encoding == "fox":
+        lf = torch.nn.functional.logsigmoid(torch.randn(heads, 150) + 2)
+        extra["log_forget"], ref["log_forget"] = lf.numpy(), lf
+        causal = True
+    out, lse = grape.attention(q, k, v, enc, causal=causal, window=window, offsets=offsets, return_lse=True, **extra)
+    expect, expect_lse = attention64(q, k, v, pos, causal=causal, window=window, **ref)
+    torch.testing.assert_close(out.double(), expect, atol=2e-5, rtol=0)
+    torch.testing.assert_close(lse.double().reshape(heads, 2, 150), expect_lse.permute(1, 0, 2), atol=1e-4, rtol=0)
+
+
+def test_numpy_and_bfloat16_inputs():
+    q, k, v = operands(1, 70, 2, 2, 32)
+    expect, _ = attention64(q, k, v, torch.arange(70)[None], causal=True)
+    out = grape.attention(q.numpy(), k.numpy(), v.numpy())
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32
+    np.testing.assert_allclose(out, expect.numpy(), atol=2e-5, rtol=0)
+    out16 = grape.attention(q.bfloat16(), k.bfloat16(), v.bfloat16())
+    assert out16.dtype == torch.bfloat16
+    torch.testing.assert_close(out16.double(), expect, atol=3e-2, rtol=0)
+
+
+def test_packed_sequences_equal_separate_calls():
+    enc = grape.rope(head_dim=16)
+    lens = [5, 130, 64]
+    q, k, v = operands(1, sum(lens), 4, 2, 16)
+    q, k, v = q[0], k[0], v[0]
+    cu = torch.tensor([0, 5, 135, 199])
+    packed = grape.attention(q, k, v, enc, cu_seqlens=cu)
+    for a, b in zip(cu[:-1].tolist(), cu[1:].tolist()):
+        alone = grape.attention(q[a:b], k[a:b], v[a:b], enc)
+        torch.testing.assert_close(packed[a:b], alone, atol=0, rtol=0)
+
+
+def _grads(out, params, weight):
+    loss = (out.double() * weight).sum()
+    return torch.autograd.grad(loss, params)
+
+
+@pytest.mark.parametrize("kind", ["none", "slopes", "inv_freq", "log_forget"])
+def test_gradients_match_float64_autograd(kind):
+    heads, kv_heads, d, seq = 4, 2, 32, 100
+    q, k, v = (x.requires_grad_() for x in operands(2, seq, heads, kv_heads, d))
+    weight = torch.randn(2, seq, heads, d, dtype=torch.float64)
+    pos = torch.arange(seq)[None, :].expand(2, seq)
+    enc, param, kwargs, causal = None, None, {}, kind != "none"
+    if kind == "slopes":
+        param = torch.tensor(grape.alibi(heads=heads).slopes, dtype=torch.float32) * (1 + torch.rand(heads))
+    elif kind == "inv_freq":
+        enc = grape.rope(head_dim=d, base=100.0)
+        param = torch.tensor(enc.inv_freq, dtype=torch.float32) * (1 + 0.1 * torch.rand(d // 2))
+    elif kind == "log_forget":
+        param = torch.nn.functional.logsigmoid(torch.randn(2, heads, seq) + 2)
+    if param is not None:
+        param.requires_grad_()
+        kwargs[kind] = param
+    out = torch_attention(q, k, v, enc, causal=causal, **kwargs)
+    inputs = [q, k, v] + ([param] if param is not None else [])
+    got = _grads(out, inputs, weight)
+
+    inputs64 = [x.detach().double().requires_grad_() for x in inputs]
+    ref = {}
+    if kind == "slopes":
+        ref["slopes"] = inputs64[3]
+    elif kind == "inv_freq":
+        ref["inv_freq"] = inputs64[3]
+    if kind == "log_forget":  # one gate sequence per batch element
+        expect = torch.cat([attention64(*(x[b:b + 1] for x in inputs64[:3]), pos[:1], causal=True,
+                                        log_forget=inputs64[3][b])[0] for b in range(2)])
+    else:
+        expect = attention64(*inputs64[:3], pos, causal=causal, **ref)[0]
+    torch.testing.assert_close(out.double(), expect.detach(), atol=2e-5, rtol=0)
+    want = _grads(expect, inputs64, weight)
+    for name, g, w in zip(["q", "k", "v", kind], got, want):
+        scale = w.abs().max().item()
+        assert (g.double() - w).abs().max().item() <= 1e-4 * scale + 1e-6, name
+
+
+def test_bad_input_is_one_clear_error():
+    q, k, v = operands(1, 8, 4, 2, 16)
+    with pytest.raises(grape.GrapeError, match="v: batch and sequence extents must match"):
+        grape.attention(q, k, v[:, :5])
+    with pytest.raises(grape.GrapeError, match="must be a multiple of k.heads"):
+        grape.attention(q, torch.randn(1, 8, 3, 16), torch.randn(1, 8, 3, 16))
+    with pytest.raises(grape.GrapeError, match="encoding, log_forget: give one"):
+        grape.attention(q, k, v, grape.rope(head_dim=16), log_forget=np.zeros((4, 8)))
+    with pytest.raises(grape.GrapeError, match="head_dim 32"):
+        grape.attention(q, k, v, grape.rope(head_dim=32))
+    with pytest.raises(grape.GrapeError, match="q.heads must equal the encoding's heads"):
+        grape.attention(q, k, v, grape.alibi(heads=3))
+    with pytest.raises(grape.GrapeError, match="outside the gate sequence"):
+        grape.attention(q, k, v, log_forget=np.zeros((4, 4)))
+    with pytest.raises(grape.GrapeError, match="log_forget\\[0, 1\\]: must be finite"):
+        grape.attention(q, k, v, log_forget=np.array([[0.0, np.nan]] * 4))
+    with pytest.raises(grape.GrapeError, match="slopes\\[1\\]: must be finite"):
+        grape.alibi(slopes=[1.0, float("inf")])
+    with pytest.raises(grape.GrapeError, match="give at most one of"):
+        torch_attention(q, k, v, slopes=torch.ones(4), inv_freq=torch.ones(8))
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_decode_after_prefill_through_the_paged_cache(layout):
+    """The serving loop: prefill writes rotated K and V into a paged cache (rotate_qk's KV write),
+    the next token's K and V are written the same way, and attention_decode's output for its query
+    equals the last row of float64 attention over the whole sequence."""
+    enc = grape.rope(head_dim=32, base=500000.0)
+    heads, kv_heads, d, block = 4, 2, 32, 16
+    lens = [37, 70]
+    blocks = 12
+    shape = (blocks, block, kv_heads, d) if layout == "NHD" else (blocks, kv_heads, block, d)
+    k_cache, v_cache = torch.zeros(shape), torch.zeros(shape)
+    table = torch.randperm(blocks, dtype=torch.int32)[:10].reshape(2, 5)
+
+    def slots(b, positions):
+        return torch.tensor([int(table[b, j // block]) * block + j % block for j in positions], dtype=torch.int64)
+
+    q_new = torch.randn(2, heads, d)
+    k_new, v_new = torch.randn(2, kv_heads, d), torch.randn(2, kv_heads, d)
+    for b, n in enumerate(lens):
+        q, k, v = operands(1, n, heads, kv_heads, d)
+        grape.rotate_qk(q[0], k[0], enc, kv_cache=grape.KVCacheWrite(slots(b, range(n)), k_cache, v_cache, v[0], layout))
+        expect, _ = attention64(torch.cat([q, q_new[b][None, None]], 1), torch.cat([k, k_new[b][None, None]], 1),
+                                torch.cat([v, v_new[b][None, None]], 1), torch.arange(n + 1)[None], causal=True,
+                                inv_freq=torch.tensor(enc.inv_freq))
+        if b == 0:
+            expected = [expect[0, -1]]
+        else:
+            expected.append(expect[0, -1])
+    new_slots = torch.cat([slots(0, [lens[0]]), slots(1, [lens[1]])])
+    grape.rotate_qk(None, k_new, enc, positions=torch.tensor(lens),
+                    kv_cache=grape.KVCacheWrite(new_slots, k_cache, v_cache, v_new, layout))
+    out = grape.attention_decode(q_new, k_cache, v_cache, table, [n + 1 for n in lens], enc, layout=layout)
+    torch.testing.assert_close(out.double(), torch.stack(expected), atol=2e-5, rtol=0)
+
+
+def test_decode_bad_input_is_one_clear_error():
+    q = torch.randn(1, 4, 16)
+    cache = torch.zeros(4, 8, 2, 16)
+    table = torch.tensor([[0, 1]], dtype=torch.int32)
+    with pytest.raises(grape.GrapeError, match="block_table: must be a C-contiguous int32"):
+        grape.attention_decode(q, cache, cache, table.long(), [5])
+    with pytest.raises(grape.GrapeError, match=r"seq_lens\[0\] = 17"):
+        grape.attention_decode(q, cache, cache, table, [17])
+    with pytest.raises(grape.GrapeError, match="layout: must be 'NHD' or 'HND'"):
+        grape.attention_decode(q, cache, cache, table, [5], layout="NDH")
+    with pytest.raises(grape.GrapeError, match="head_dim 16 differs from q's 8"):
+        grape.attention_decode(q[..., :8].contiguous(), cache, cache, table, [5])
