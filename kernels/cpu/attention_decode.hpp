@@ -12,8 +12,10 @@
 // The encoding: a rotation turns the query at its position (K is already turned in the cache),
 // a score bias adds bias(h, query position, j), a composition both; a lift (GRAPE-A) would need
 // lifted keys in the cache and is refused at compile time. Float32 arithmetic whatever the
-// storage, an online softmax over each page, each K and V page read once per KV head (the query
-// heads of a GQA group share it). Bad arguments throw grape::input_error before any write.
+// storage. Work items are (sequence, ~1024 cached tokens): each reads its pages in one sweep, all
+// KV heads of a page in turn (the query heads of a GQA group share each row), with an online
+// softmax; the items of a sequence then merge by their log-sum-exps (split-K), so a single long
+// sequence uses every thread. Bad arguments throw grape::input_error before any write.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -55,58 +57,69 @@ namespace detail {
 /// Every check of attention_decode that does not depend on the encoding; the query positions.
 std::vector<std::int64_t> check_decode(const decode_args& a, int head_dim, int v_dim);
 
-/// One KV head's query group of one sequence: the online softmax over its pages.
+/// The online softmax of every query head of one sequence over part of its keys: per head the
+/// running maximum, the sum of exponentials and the weighted sum of values.
+struct decode_state {
+  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> acc;  // [q_heads, v_dim]
+  Eigen::ArrayXf row_max, row_sum;                                             // [q_heads]
+  decode_state(std::int64_t heads, int v_dim)
+      : acc(decltype(acc)::Zero(heads, v_dim)),
+        row_max(Eigen::ArrayXf::Constant(heads, -std::numeric_limits<float>::infinity())),
+        row_sum(Eigen::ArrayXf::Zero(heads)) {}
+};
+
+/// Keys [lo, hi] of sequence b, all in one page, for every KV head: a page is read head after head
+/// (NHD: one contiguous sweep), 16-bit rows widened into `wide` first. A page is a few rows, so
+/// dot products and row updates, not a packed GEMM (whose set-up would cost more than the page).
 template <class T, class Bias>
-void decode_group(const decode_args& a, std::int64_t b, std::int64_t kh, const float* q, int d, int v_dim,
-                  std::int64_t q_position, const Bias& bias, float* out, float* lse_out) {
+void decode_page(const decode_args& a, std::int64_t b, std::int64_t lo, std::int64_t hi, const float* q, int d,
+                 int v_dim, std::int64_t q_position, const Bias& bias, decode_state& st,
+                 Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& S, std::vector<float>& wide) {
   using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using page = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
-                          Eigen::OuterStride<>>;
-  const std::int64_t group = a.q_heads / a.kv_heads, len = a.seq_lens[b];
-  const std::int64_t first = a.window > 0 ? std::max<std::int64_t>(0, q_position - a.window + 1) : 0;
-  const std::int64_t last = std::min(len - 1, q_position);  // keys after the query are not seen
-  const Eigen::Map<const mat> Q(q, group, d);
-  mat acc = mat::Zero(group, v_dim), S(group, a.block_size);
-  std::vector<float> row_max(group, -std::numeric_limits<float>::infinity()), row_sum(group, 0.0f);
-  for (std::int64_t j0 = first - first % a.block_size; first <= last && j0 <= last; j0 += a.block_size) {
-    const std::int64_t block = a.block_table[b * a.max_blocks + j0 / a.block_size];
-    const std::int64_t lo = std::max(j0, first), hi = std::min(j0 + a.block_size - 1, last);
-    const std::int64_t rows = hi - lo + 1, slot = lo - j0;
-    const T* k = static_cast<const T*>(a.k.data) + block * a.k.block_stride + slot * a.k.slot_stride + kh * a.k.head_stride;
-    const T* v = static_cast<const T*>(a.v.data) + block * a.v.block_stride + slot * a.v.slot_stride + kh * a.v.head_stride;
-    const page K(k, rows, d, Eigen::OuterStride<>(a.k.slot_stride));
-    const page V(v, rows, v_dim, Eigen::OuterStride<>(a.v.slot_stride));
-    if constexpr (std::is_same_v<T, float>)
-      S.leftCols(rows).noalias() = Q * K.transpose();
-    else
-      S.leftCols(rows).noalias() = Q * K.template cast<float>().transpose();
-    for (std::int64_t g = 0; g < group; ++g) {
-      float top = row_max[g];
-      for (std::int64_t c = 0; c < rows; ++c) {
-        S(g, c) += bias(kh * group + g, q_position, lo + c);
-        top = std::max(top, S(g, c));
-      }
-      if (top == -std::numeric_limits<float>::infinity()) {  // a bias of −∞ everywhere so far
-        S.row(g).head(rows).setZero();
-        continue;
-      }
-      const float rescale = std::exp(row_max[g] - top);
-      float sum = 0;
-      for (std::int64_t c = 0; c < rows; ++c) sum += S(g, c) = std::exp(S(g, c) - top);
-      row_sum[g] = row_sum[g] * rescale + sum;
-      acc.row(g) *= rescale;
-      row_max[g] = top;
+  using rows_map = Eigen::Map<const mat, 0, Eigen::OuterStride<>>;
+  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+  const std::int64_t group = a.q_heads / a.kv_heads, rows = hi - lo + 1;
+  const std::int64_t block = a.block_table[b * a.max_blocks + lo / a.block_size], slot = lo % a.block_size;
+  const auto rows_of = [&](const paged_cache& c, std::int64_t kh, int dim, std::size_t at) {
+    const T* x = static_cast<const T*>(c.data) + block * c.block_stride + slot * c.slot_stride + kh * c.head_stride;
+    if constexpr (std::is_same_v<T, float>) {
+      return rows_map(x, rows, dim, Eigen::OuterStride<>(c.slot_stride));
+    } else {
+      float* w = wide.data() + at;
+      for (std::int64_t r = 0; r < rows; ++r)  // Eigen's packet conversion, row by row
+        Eigen::Map<Eigen::ArrayXf>(w + r * dim, dim) = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x + r * c.slot_stride, dim).template cast<float>();
+      return rows_map(w, rows, dim, Eigen::OuterStride<>(dim));
     }
-    if constexpr (std::is_same_v<T, float>)
-      acc.noalias() += S.leftCols(rows) * V;
-    else
-      acc.noalias() += S.leftCols(rows) * V.template cast<float>();
+  };
+  for (std::int64_t kh = 0; kh < a.kv_heads; ++kh) {
+    const rows_map K = rows_of(a.k, kh, d, 0);
+    const rows_map V = rows_of(a.v, kh, v_dim, static_cast<std::size_t>(a.block_size * d));
+    auto tile = S.topLeftCorner(group, rows);
+    for (std::int64_t g = 0; g < group; ++g)
+      for (std::int64_t c = 0; c < rows; ++c) tile(g, c) = Eigen::Map<const Eigen::RowVectorXf>(q + (kh * group + g) * d, d).dot(K.row(c));
+    if constexpr (!std::is_same_v<Bias, no_bias>)
+      for (std::int64_t g = 0; g < group; ++g)
+        for (std::int64_t c = 0; c < rows; ++c) tile(g, c) += bias(kh * group + g, q_position, lo + c);
+    auto row_max = st.row_max.segment(kh * group, group);
+    auto row_sum = st.row_sum.segment(kh * group, group);
+    auto acc = st.acc.middleRows(kh * group, group);
+    const Eigen::ArrayXf new_max = row_max.max(tile.array().rowwise().maxCoeff());
+    // A head whose keys all have a bias of −∞ so far shifts by 0: its exponentials are 0, not NaN.
+    const Eigen::ArrayXf shift = (new_max == minus_inf).select(Eigen::ArrayXf::Zero(group), new_max);
+    tile.array() = (tile.array().colwise() - shift).exp();
+    const Eigen::ArrayXf rescale = (row_max - shift).exp();
+    row_sum = row_sum * rescale + tile.array().rowwise().sum();
+    acc.array().colwise() *= rescale;
+    row_max = new_max;
+    for (std::int64_t c = 0; c < rows; ++c)
+      for (std::int64_t g = 0; g < group; ++g) acc.row(g) += tile(g, c) * V.row(c);
   }
-  for (std::int64_t g = 0; g < group; ++g) {
-    const float inv = row_sum[g] > 0 ? 1.0f / row_sum[g] : 0.0f;
-    for (int c = 0; c < v_dim; ++c) out[g * v_dim + c] = acc(g, c) * inv;
-    if (lse_out) lse_out[(kh * group + g) * a.batch] = row_max[g] + std::log(row_sum[g]);
-  }
+}
+
+/// Tokens per work item: whole pages, about 1024 tokens, whatever the thread count (so the result
+/// does not depend on it).
+inline std::int64_t decode_chunk(std::int64_t block_size) {
+  return block_size * std::max<std::int64_t>(1, 1024 / block_size);
 }
 
 }  // namespace detail
@@ -144,22 +157,60 @@ void attention_decode(const Instance& inst, const decode_args& a) {
     r.threads = a.threads;
     rotate_qk(rotation_part(inst), r);
   }
-  const auto add_bias = [&](std::int64_t h, std::int64_t m, std::int64_t n) -> float {
+  const auto add_bias = [&] {
     if constexpr (has_bias)
-      return static_cast<float>(
-          bias->bias(static_cast<int>(h), std::array<std::int64_t, 1>{m}, std::array<std::int64_t, 1>{n}));
+      return [&](std::int64_t h, std::int64_t m, std::int64_t n) {
+        return static_cast<float>(
+            bias->bias(static_cast<int>(h), std::array<std::int64_t, 1>{m}, std::array<std::int64_t, 1>{n}));
+      };
     else
-      return 0.0f;
-  };
-  std::vector<float> out(static_cast<std::size_t>(a.batch * a.q_heads * v_dim));
-  const std::int64_t group = a.q_heads / a.kv_heads;
+      return detail::no_bias{};
+  }();
+  // Work items: (sequence, chunk of pages), each an online softmax over its keys for every head;
+  // then the chunks of a sequence merge by their log-sum-exps (split-K), so one long sequence
+  // keeps every thread busy and each page is read in one sweep.
+  const std::int64_t chunk = detail::decode_chunk(a.block_size);
+  std::int64_t chunks = 1;
+  for (std::int64_t b = 0; b < a.batch; ++b) chunks = std::max(chunks, (a.seq_lens[b] + chunk - 1) / chunk);
+  const std::int64_t heads = a.q_heads;
+  std::vector<float> part_max(static_cast<std::size_t>(a.batch * chunks * heads), -INFINITY);
+  std::vector<float> part_sum(part_max.size(), 0.0f), part_acc(part_max.size() * v_dim, 0.0f);
   detail::with_storage(a.type, [&]<class T>() {
-    detail::launch_items(a.batch * a.kv_heads, 0, a.threads, [&](std::int64_t w, float*) {
-      const std::int64_t b = w / a.kv_heads, kh = w % a.kv_heads;
-      detail::decode_group<T>(a, b, kh, q.data() + (b * a.q_heads + kh * group) * d, d, v_dim, q_pos[b], add_bias,
-                              out.data() + (b * a.q_heads + kh * group) * v_dim, a.lse ? a.lse + b : nullptr);
-    }, /*min_parallel=*/2);  // few items, each a whole sequence's pages
+    detail::launch_items(a.batch * chunks, 0, a.threads, [&](std::int64_t w, float*) {
+      const std::int64_t b = w / chunks, c = w % chunks;
+      const std::int64_t first = a.window > 0 ? std::max<std::int64_t>(0, q_pos[b] - a.window + 1) : 0;
+      const std::int64_t lo = std::max(c * chunk, first), hi = std::min({(c + 1) * chunk, a.seq_lens[b], q_pos[b] + 1}) - 1;
+      if (lo > hi) return;
+      detail::decode_state st(heads, v_dim);
+      Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> S(heads, a.block_size);
+      std::vector<float> wide(std::is_same_v<T, float> ? 0 : static_cast<std::size_t>(a.block_size * (d + v_dim)));
+      for (std::int64_t j = lo; j <= hi; j = (j / a.block_size + 1) * a.block_size)
+        detail::decode_page<T>(a, b, j, std::min(hi, (j / a.block_size + 1) * a.block_size - 1),
+                               q.data() + b * heads * d, d, v_dim, q_pos[b], add_bias, st, S, wide);
+      const std::size_t at = static_cast<std::size_t>(w * heads);
+      for (std::int64_t h = 0; h < heads; ++h) {
+        part_max[at + h] = st.row_max[h];
+        part_sum[at + h] = st.row_sum[h];
+        for (int i = 0; i < v_dim; ++i) part_acc[(at + h) * v_dim + i] = st.acc(h, i);
+      }
+    }, /*min_parallel=*/2);
   });
+  std::vector<float> out(static_cast<std::size_t>(a.batch * heads * v_dim));
+  for (std::int64_t b = 0; b < a.batch; ++b)
+    for (std::int64_t h = 0; h < heads; ++h) {
+      float top = -INFINITY, sum = 0;
+      for (std::int64_t c = 0; c < chunks; ++c) top = std::max(top, part_max[(b * chunks + c) * heads + h]);
+      float* o = out.data() + (b * heads + h) * v_dim;
+      for (std::int64_t c = 0; top > -INFINITY && c < chunks; ++c) {
+        const std::size_t at = static_cast<std::size_t>((b * chunks + c) * heads + h);
+        const float weight = std::exp(part_max[at] - top);
+        sum += weight * part_sum[at];
+        for (int i = 0; i < v_dim; ++i) o[i] += weight * part_acc[at * v_dim + i];
+      }
+      const float inv = sum > 0 ? 1.0f / sum : 0.0f;  // no key seen: the output is 0
+      for (int i = 0; i < v_dim; ++i) o[i] *= inv;
+      if (a.lse) a.lse[h * a.batch + b] = top + std::log(sum);
+    }
   detail::from_float(a.type, out, 1.0f, a.out);
 }
 
