@@ -89,6 +89,14 @@ TEST(doc_excerpts, attention_call_is_from_the_attention_example) {
   expect_excerpt_of("docs/attention.md", "# Attention with the encoding inside", "examples/attention.cpp");
 }
 
+TEST(doc_excerpts, attention_backward_call_is_from_its_example) {
+  expect_excerpt_of("docs/attention.md", "## Backward", "examples/attention_backward.cpp");
+}
+
+TEST(doc_excerpts, attention_decode_call_is_from_its_example) {
+  expect_excerpt_of("docs/attention.md", "## Decode from the paged KV cache", "examples/attention_decode.cpp");
+}
+
 /// Every ```cpp block of the tutorial is an excerpt of the file named on the line above it, so
 /// that none goes unchecked: the tutorial shows the code the tests build and run.
 TEST(doc_excerpts, every_tutorial_block_is_from_the_file_it_names) {
