@@ -14,8 +14,8 @@
 // lifted keys in the cache and is refused at compile time. Float32 arithmetic whatever the
 // storage. Work items are (sequence, ~1024 cached tokens): each reads its pages in one sweep, all
 // KV heads of a page in turn (the query heads of a GQA group share each row), with an online
-// softmax; the items of a sequence then merge by their log-sum-exps (split-K), so a single long
-// sequence uses every thread. Bad arguments throw grape::input_error before any write.
+// softmax (packet products, decode_rows.hpp); the items of a sequence then merge by their
+// log-sum-exps (split-K), so a single long sequence uses every thread. Bad arguments throw grape::input_error before any write.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cpu/attention.hpp"
+#include "cpu/decode_rows.hpp"
 #include "cpu/launch.hpp"
 
 namespace grape::cpu {
@@ -69,50 +70,41 @@ struct decode_state {
 };
 
 /// Keys [lo, hi] of sequence b, all in one page, for every KV head: a page is read head after head
-/// (NHD: one contiguous sweep), 16-bit rows widened into `wide` first. A page is a few rows, so
-/// dot products and row updates, not a packed GEMM (whose set-up would cost more than the page).
+/// (NHD: one contiguous sweep). A page is a few rows, so packet dot products and row updates
+/// (decode_rows.hpp), not a packed GEMM (whose set-up would cost more than the page).
 template <class T, class Bias>
 void decode_page(const decode_args& a, std::int64_t b, std::int64_t lo, std::int64_t hi, const float* q, int d,
                  int v_dim, std::int64_t q_position, const Bias& bias, decode_state& st,
-                 Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& S, std::vector<float>& wide) {
-  using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using rows_map = Eigen::Map<const mat, 0, Eigen::OuterStride<>>;
+                 Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& S) {
   constexpr float minus_inf = -std::numeric_limits<float>::infinity();
-  const std::int64_t group = a.q_heads / a.kv_heads, rows = hi - lo + 1;
+  const std::int64_t group = a.q_heads / a.kv_heads, rows = hi - lo + 1, ld = S.cols();
   const std::int64_t block = a.block_table[b * a.max_blocks + lo / a.block_size], slot = lo % a.block_size;
-  const auto rows_of = [&](const paged_cache& c, std::int64_t kh, int dim, std::size_t at) {
-    const T* x = static_cast<const T*>(c.data) + block * c.block_stride + slot * c.slot_stride + kh * c.head_stride;
-    if constexpr (std::is_same_v<T, float>) {
-      return rows_map(x, rows, dim, Eigen::OuterStride<>(c.slot_stride));
-    } else {
-      float* w = wide.data() + at;
-      for (std::int64_t r = 0; r < rows; ++r)  // Eigen's packet conversion, row by row
-        Eigen::Map<Eigen::ArrayXf>(w + r * dim, dim) = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x + r * c.slot_stride, dim).template cast<float>();
-      return rows_map(w, rows, dim, Eigen::OuterStride<>(dim));
-    }
+  const auto rows_of = [&](const paged_cache& c, std::int64_t kh) {
+    return static_cast<const T*>(c.data) + block * c.block_stride + slot * c.slot_stride + kh * c.head_stride;
   };
   for (std::int64_t kh = 0; kh < a.kv_heads; ++kh) {
-    const rows_map K = rows_of(a.k, kh, d, 0);
-    const rows_map V = rows_of(a.v, kh, v_dim, static_cast<std::size_t>(a.block_size * d));
-    auto tile = S.topLeftCorner(group, rows);
-    for (std::int64_t g = 0; g < group; ++g)
-      for (std::int64_t c = 0; c < rows; ++c) tile(g, c) = Eigen::Map<const Eigen::RowVectorXf>(q + (kh * group + g) * d, d).dot(K.row(c));
-    if constexpr (!std::is_same_v<Bias, no_bias>)
-      for (std::int64_t g = 0; g < group; ++g)
-        for (std::int64_t c = 0; c < rows; ++c) tile(g, c) += bias(kh * group + g, q_position, lo + c);
-    auto row_max = st.row_max.segment(kh * group, group);
-    auto row_sum = st.row_sum.segment(kh * group, group);
-    auto acc = st.acc.middleRows(kh * group, group);
-    const Eigen::ArrayXf new_max = row_max.max(tile.array().rowwise().maxCoeff());
-    // A head whose keys all have a bias of −∞ so far shifts by 0: its exponentials are 0, not NaN.
-    const Eigen::ArrayXf shift = (new_max == minus_inf).select(Eigen::ArrayXf::Zero(group), new_max);
-    tile.array() = (tile.array().colwise() - shift).exp();
-    const Eigen::ArrayXf rescale = (row_max - shift).exp();
-    row_sum = row_sum * rescale + tile.array().rowwise().sum();
-    acc.array().colwise() *= rescale;
-    row_max = new_max;
-    for (std::int64_t c = 0; c < rows; ++c)
-      for (std::int64_t g = 0; g < group; ++g) acc.row(g) += tile(g, c) * V.row(c);
+    const float* q_group = q + kh * group * d;
+    in_blocks_of_four(group, [&]<int N>(std::int64_t g) {
+      score_rows<N>(q_group + g * d, d, rows_of(a.k, kh), a.k.slot_stride, rows, S.data() + g * ld, ld);
+    });
+    for (std::int64_t g = 0; g < group; ++g) {  // online softmax, one contiguous score row per head
+      const std::int64_t h = kh * group + g;
+      Eigen::Map<Eigen::ArrayXf> s(S.data() + g * ld, rows);
+      if constexpr (!std::is_same_v<Bias, no_bias>)
+        for (std::int64_t c = 0; c < rows; ++c) s[c] += bias(h, q_position, lo + c);
+      const float new_max = std::max(st.row_max[h], s.maxCoeff());
+      // A head whose keys all have a bias of −∞ so far shifts by 0: its exponentials are 0, not NaN.
+      const float shift = new_max == minus_inf ? 0.0f : new_max;
+      s = (s - shift).exp();
+      const float rescale = std::exp(st.row_max[h] - shift);
+      st.row_sum[h] = st.row_sum[h] * rescale + s.sum();
+      if (rescale != 1.0f) st.acc.row(h) *= rescale;
+      st.row_max[h] = new_max;
+    }
+    in_blocks_of_four(group, [&]<int N>(std::int64_t g) {
+      accumulate_rows<N>(S.data() + g * ld, ld, rows_of(a.v, kh), a.v.slot_stride, rows, v_dim,
+                         st.acc.data() + (kh * group + g) * v_dim, v_dim);
+    });
   }
 }
 
@@ -183,10 +175,9 @@ void attention_decode(const Instance& inst, const decode_args& a) {
       if (lo > hi) return;
       detail::decode_state st(heads, v_dim);
       Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> S(heads, a.block_size);
-      std::vector<float> wide(std::is_same_v<T, float> ? 0 : static_cast<std::size_t>(a.block_size * (d + v_dim)));
       for (std::int64_t j = lo; j <= hi; j = (j / a.block_size + 1) * a.block_size)
         detail::decode_page<T>(a, b, j, std::min(hi, (j / a.block_size + 1) * a.block_size - 1),
-                               q.data() + b * heads * d, d, v_dim, q_pos[b], add_bias, st, S, wide);
+                               q.data() + b * heads * d, d, v_dim, q_pos[b], add_bias, st, S);
       const std::size_t at = static_cast<std::size_t>(w * heads);
       for (std::int64_t h = 0; h < heads; ++h) {
         part_max[at + h] = st.row_max[h];

@@ -25,7 +25,7 @@ void launch_items(std::int64_t count, int scratch_floats, int threads, const Ite
   std::exception_ptr error;
   std::atomic<bool> failed{false};
   std::mutex first;
-#pragma omp parallel num_threads(n) if (count >= 16)
+#pragma omp parallel num_threads(n) if (count >= min_parallel)
   {
     std::vector<float> scratch(static_cast<std::size_t>(scratch_floats) + 16);
 #pragma omp for schedule(static)
