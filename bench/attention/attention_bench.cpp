@@ -218,6 +218,16 @@ int main(int argc, char** argv) {
   register_encoding<t5_buckets>("t5");
   register_encoding<grape_a>("grape_a");
   register_encoding<rope_alibi>("rope_alibi");
+  for (const int threads : {1, 2}) {  // FoX is causal: its bias is −∞ above the diagonal
+    const std::string name = fmt::format("fox/T2048/H8/D128/causal/threads{}", threads);
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+      std::mt19937_64 rng(7);
+      std::normal_distribution<double> logit(4.0, 1.0);  // gates σ(z) near 1, as trained models have
+      std::vector<double> gate_logits(8 * 2048);
+      for (double& z : gate_logits) z = logit(rng);
+      attention_case(s, name, fox::make({8, 128, gate_logits}), true, threads, 8, 8);
+    })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+  }
   register_backward<rope>("rope");
   register_backward<alibi>("alibi");
   benchmark::RegisterBenchmark("plain/T2048/H32/KV8/D128/full/threads2", [](benchmark::State& s) {

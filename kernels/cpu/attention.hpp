@@ -27,6 +27,7 @@
 #include "cpu/rotate_qk.hpp"
 #include "grape/check/kernel_call.hpp"
 #include "grape/detail/error.hpp"
+#include "grape/inject/offset_tile.hpp"
 
 namespace grape::cpu {
 
@@ -98,10 +99,26 @@ rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d
 /// Writes float32 values into a contiguous array of storage type `type`, times `scale`.
 void from_float(dtype type, const std::vector<float>& x, float scale, void* out);
 
+/// The bias of one sequence (the call's tokens from `first`) as the flash loop asks for it: per
+/// logit, and per tile where the encoding's bias has add_tile (TileBias: ALiBi, T5).
+template <class Inputs>
+struct sequence_bias {
+  using bias_type = std::remove_cvref_t<std::remove_pointer_t<typename Inputs::bias_pointer>>;
+  const Inputs& in;
+  std::int64_t first = 0;
+  float operator()(std::int64_t h, std::int64_t i, std::int64_t j) const { return in.bias_at(h, first + i, first + j); }
+  void add_tile(std::int64_t h, std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols, float* S,
+                std::int64_t ld) const
+    requires TileBias<bias_type>
+  {
+    in.bias->add_tile(static_cast<int>(h), in.pos.data() + first + i0, rows, in.pos.data() + first + j0, cols, S, ld);
+  }
+};
+
 /// The flash loop over every sequence, then the output in the storage type.
-template <class Bias>
+template <class Inputs>
 void run_flash(const attention_args& a, const sequences& s, const std::vector<float>& q, const std::vector<float>& k,
-               std::int64_t k_heads, int qk_dim, const std::vector<float>& v, int v_dim, const Bias& bias) {
+               std::int64_t k_heads, int qk_dim, const std::vector<float>& v, int v_dim, const Inputs& in) {
   std::vector<float> out(static_cast<std::size_t>(s.total * a.qk.q.heads * v_dim));
   for (std::size_t b = 0; b < s.first.size(); ++b) {
     const std::int64_t f = s.first[b];
@@ -109,11 +126,10 @@ void run_flash(const attention_args& a, const sequences& s, const std::vector<fl
                        v.data() + f * a.v.heads * v_dim, out.data() + f * a.qk.q.heads * v_dim,
                        a.lse, s.total, f, s.len[b], a.qk.q.heads, k_heads, a.v.heads, qk_dim, v_dim,
                        a.causal, a.window};
-    if constexpr (std::is_same_v<Bias, no_bias>)
-      flash_sequence_forward(seq, no_bias{}, a.qk.threads);
+    if constexpr (Inputs::has_bias)
+      flash_sequence_forward(seq, sequence_bias<Inputs>{in, f}, a.qk.threads);
     else
-      flash_sequence_forward(seq, [&](std::int64_t h, std::int64_t i, std::int64_t j) { return bias(h, f + i, f + j); },
-                             a.qk.threads);
+      flash_sequence_forward(seq, no_bias{}, a.qk.threads);
   }
   from_float(a.qk.type, out, 1.0f, a.out);
 }
@@ -191,11 +207,6 @@ void attention(const Instance& inst, const attention_args& a) {
   detail::attention_inputs<Instance> in(inst, a);
   const int d = in.d;
   const auto& s = in.s;
-  const auto with_bias = [&](std::int64_t h, std::int64_t i, std::int64_t j) { return in.bias_at(h, i, j); };
-  const auto add_bias = [&] {
-    if constexpr (detail::attention_inputs<Instance>::has_bias) return with_bias;
-    else return detail::no_bias{};
-  }();
   if constexpr (requires { inst.reps; }) {  // a lift: Q and K lifted per query head
     rotate_qk_args lifted = detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d);
     lifted.q.out = lifted.k.out = nullptr;
@@ -205,11 +216,11 @@ void attention(const Instance& inst, const attention_args& a) {
     const lifted_tensor lq{ql.data(), static_cast<std::int64_t>(ql.size()), batch_stride, stride, d + 2};
     const lifted_tensor lk{kl.data(), static_cast<std::int64_t>(kl.size()), batch_stride, stride, d + 2};
     lift_qk(inst, lifted, lq, lk);
-    detail::run_flash(a, s, ql, kl, heads, d + 2, in.v, in.v_dim, add_bias);
+    detail::run_flash(a, s, ql, kl, heads, d + 2, in.v, in.v_dim, in);
   } else {
     if constexpr (requires { rotation_part(inst).rep; })
       rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d));
-    detail::run_flash(a, s, in.q, in.k, a.qk.k.heads, d, in.v, in.v_dim, add_bias);
+    detail::run_flash(a, s, in.q, in.k, a.qk.k.heads, d, in.v, in.v_dim, in);
   }
 }
 

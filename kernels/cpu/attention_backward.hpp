@@ -114,9 +114,8 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
       };
       const auto* wanted = accumulator_size ? &accumulate : nullptr;
       if constexpr (detail::attention_inputs<Instance>::has_bias)
-        detail::flash_sequence_backward(seq, grads, [&](std::int64_t h, std::int64_t i, std::int64_t j) {
-          return in.bias_at(h, f + i, f + j);
-        }, wanted, a.qk.threads);
+        detail::flash_sequence_backward(seq, grads, detail::sequence_bias<detail::attention_inputs<Instance>>{in, f}, wanted,
+                                        a.qk.threads);
       else
         detail::flash_sequence_backward(seq, grads, detail::no_bias{}, wanted, a.qk.threads);
     }

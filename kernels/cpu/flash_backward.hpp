@@ -74,10 +74,7 @@ void backward_tile(const flash_sequence& s, const flash_gradients& g, std::int64
   P.noalias() = rows_of(s.q, i0, rows, s.q_heads, h, s.qk_dim) * rows_of(s.k, j0, cols, s.k_heads, kh, s.qk_dim).transpose();
   dS.noalias() = rows_of(g.grad_out, i0, rows, s.q_heads, h, s.v_dim) *
                  rows_of(s.v, j0, cols, s.v_heads, vh, s.v_dim).transpose();
-  if (!std::is_same_v<Bias, no_bias> || !tile_all_seen(s, i0, i1, j0, j1))
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        P(r, c) = flash_sees(s, i0 + r, j0 + c) ? P(r, c) + bias(h, i0 + r, j0 + c) : minus_inf;
+  add_bias_and_mask(s, bias, h, i0, j0, P);
   // lse and D of the rows; a row that saw nothing (lse = −∞) gets P = 0 through a shift of +∞.
   const Eigen::Map<const Eigen::ArrayXf> lse(s.lse + h * s.lse_stride + s.first + i0, rows);
   const Eigen::Map<const Eigen::ArrayXf, 0, Eigen::InnerStride<>> D(g.delta + i0 * s.q_heads + h, rows,

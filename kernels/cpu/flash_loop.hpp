@@ -1,8 +1,9 @@
 #pragma once
 // The flash-attention loop on float32 operands already encoded (rotated or lifted, Q pre-scaled):
 // tiles of queries and keys, online softmax, float32 accumulation, never a T×T buffer. A score
-// bias enters per tile through `bias(head, query_token, key_token)`, the mask through the
-// sequence indices (causal, sliding window).
+// bias enters through `bias(head, query_token, key_token)`, or a whole tile at once through
+// `bias.add_tile(head, i0, rows, j0, cols, S, ld)` where it has one (ALiBi, T5); the mask through
+// the sequence indices (causal, sliding window).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -51,9 +52,31 @@ inline bool tile_all_seen(const flash_sequence& s, std::int64_t i0, std::int64_t
   return i1 - 1 - j0 < s.window && (s.causal || j1 - 1 - i0 < s.window);
 }
 
+/// Adds head h's bias to the tile of queries [i0, i0 + rows) × keys [j0, j0 + cols) and sets the
+/// logits the mask hides to −∞: a bias with add_tile fills the tile at once; otherwise element by
+/// element; neither where there is no bias and the mask hides nothing.
+template <class Bias, class Tile>
+void add_bias_and_mask(const flash_sequence& s, const Bias& bias, std::int64_t h, std::int64_t i0, std::int64_t j0,
+                       Tile& tile) {
+  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+  const std::int64_t rows = tile.rows(), cols = tile.cols();
+  const bool all_seen = tile_all_seen(s, i0, i0 + rows, j0, j0 + cols);
+  if constexpr (requires { bias.add_tile(h, i0, rows, j0, cols, tile.data(), tile.outerStride()); }) {
+    bias.add_tile(h, i0, rows, j0, cols, tile.data(), tile.outerStride());
+    if (!all_seen)
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          if (!flash_sees(s, i0 + r, j0 + c)) tile(r, c) = minus_inf;
+  } else if (!std::is_same_v<Bias, no_bias> || !all_seen) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        tile(r, c) = flash_sees(s, i0 + r, j0 + c) ? tile(r, c) + bias(h, i0 + r, j0 + c) : minus_inf;
+  }
+}
+
 /// Rows [i0, i1) of head h: the online softmax over every key block the mask lets in. The
 /// exponentials and row reductions run on whole tiles (Eigen's vectorised exp); the bias and the
-/// mask enter element by element only where a tile has them.
+/// mask through add_bias_and_mask.
 template <class Bias>
 void flash_rows(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias) {
   using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -73,10 +96,7 @@ void flash_rows(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::i
     const stride_map V(s.v + (j0 * s.v_heads + vh) * s.v_dim, cols, s.v_dim, Eigen::OuterStride<>(s.v_heads * s.v_dim));
     auto tile = S.leftCols(cols);
     tile.noalias() = Q * K.transpose();
-    if (!std::is_same_v<Bias, no_bias> || !tile_all_seen(s, i0, i1, j0, j0 + cols))
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t c = 0; c < cols; ++c)
-          tile(r, c) = flash_sees(s, i0 + r, j0 + c) ? tile(r, c) + bias(h, i0 + r, j0 + c) : minus_inf;
+    add_bias_and_mask(s, bias, h, i0, j0, tile);
     const Eigen::ArrayXf new_max = row_max.max(tile.array().rowwise().maxCoeff());
     // A row that has seen nothing yet (all −∞) shifts by 0: its exponentials are 0, not NaN.
     const Eigen::ArrayXf shift = (new_max == minus_inf).select(Eigen::ArrayXf::Zero(rows), new_max);

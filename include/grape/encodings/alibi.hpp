@@ -12,6 +12,7 @@
 #include "grape/detail/validate.hpp"
 #include "grape/encoding.hpp"
 #include "grape/group/translation.hpp"
+#include "grape/inject/offset_tile.hpp"
 #include "grape/inject/score_bias.hpp"
 #include "grape/math/bias.hpp"
 
@@ -31,6 +32,13 @@ struct alibi_bias {
   int heads() const { return static_cast<int>(slopes.size()); }
   double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
     return -slopes[h] * static_cast<double>(m[0] > n[0] ? m[0] - n[0] : n[0] - m[0]);
+  }
+  // A whole tile for the fused attention, the bias evaluated once per offset (offset_tile.hpp).
+  void add_tile(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
+                std::int64_t ld) const {
+    add_offset_tile(m, rows, n, cols, S, ld, [&](std::int64_t offset) {
+      return static_cast<float>(-slopes[h] * static_cast<double>(offset < 0 ? -offset : offset));
+    });
   }
   // Gradient: dL/d slope_h = −Σ g·|m − n| over the head's logits.
   std::size_t parameter_count() const { return slopes.size(); }

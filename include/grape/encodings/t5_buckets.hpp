@@ -14,6 +14,7 @@
 #include "grape/detail/validate.hpp"
 #include "grape/encoding.hpp"
 #include "grape/group/translation.hpp"
+#include "grape/inject/offset_tile.hpp"
 #include "grape/inject/score_bias.hpp"
 #include "grape/math/bias.hpp"
 
@@ -29,6 +30,14 @@ struct t5_bias {
   double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
     const int b = math::t5_bucket(n[0] - m[0], bidirectional, num_buckets, max_distance);
     return table[static_cast<std::size_t>(b) * num_heads + h];
+  }
+  // A whole tile for the fused attention, the bucket found once per offset (offset_tile.hpp).
+  void add_tile(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
+                std::int64_t ld) const {
+    add_offset_tile(m, rows, n, cols, S, ld, [&](std::int64_t offset) {
+      const int b = math::t5_bucket(offset, bidirectional, num_buckets, max_distance);
+      return static_cast<float>(table[static_cast<std::size_t>(b) * num_heads + h]);
+    });
   }
   // Gradient: dL/d table[bucket, h] = Σ g over the head's logits in that bucket (table's layout).
   std::size_t parameter_count() const { return table.size(); }

@@ -1,0 +1,62 @@
+#pragma once
+// Whole tiles of a score bias, for the fused attention (cpu::attention and its backward), which
+// otherwise asks for the bias one logit at a time. A bias B may provide
+//   b.add_tile(h, m, rows, n, cols, S, ld):  S[r·ld + c] += b_h(m[r], n[c])  (float32)
+// for query positions m[0..rows) and key positions n[0..cols) (TileBias). add_offset_tile is the
+// tile of a bias that depends on the offset n − m only (ALiBi, T5 buckets): where both position
+// runs are consecutive — positions that are token indices or per-sequence offsets, the usual case —
+// the tile is a Toeplitz matrix and the bias is evaluated once per distinct offset (rows + cols − 1
+// values, not rows·cols), then added row by row (a vectorised add); with explicit position ids,
+// once per logit. Either way each logit gets exactly the float the per-logit bias gives.
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace grape {
+
+template <class M>
+struct member_owner {};
+template <class R, class C, class... A>
+struct member_owner<R (C::*)(A...) const> {
+  using type = C;
+};
+
+/// A bias whose add_tile is declared by the class that declares its bias(): a type derived from
+/// ALiBi that redefines bias() (a variant, or a test's mutant) must not get its parent's tile, so
+/// it takes the per-logit path.
+template <class B>
+concept TileBias = requires(const B& b, const std::int64_t* p, float* S) {
+  b.add_tile(0, p, std::int64_t{1}, p, std::int64_t{1}, S, std::int64_t{1});
+  requires std::is_same_v<typename member_owner<decltype(&B::add_tile)>::type,
+                          typename member_owner<decltype(&B::bias)>::type>;
+};
+
+/// Whether p[0..count) are p[0], p[0] + 1, ….
+inline bool consecutive_positions(const std::int64_t* p, std::int64_t count) {
+  for (std::int64_t i = 1; i < count; ++i)
+    if (p[i] != p[0] + i) return false;
+  return true;
+}
+
+/// S[r·ld + c] += f(n[c] − m[r]) for r < rows, c < cols; f(offset) returns the bias as float.
+template <class F>
+void add_offset_tile(const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
+                     std::int64_t ld, const F& f) {
+  if (rows <= 0 || cols <= 0) return;
+  if (consecutive_positions(m, rows) && consecutive_positions(n, cols)) {
+    // The offset of (r, c) is first + (rows − 1 − r) + c: row r reads `values` from rows − 1 − r.
+    const std::int64_t first = n[0] - m[0] - (rows - 1);
+    std::vector<float> values(static_cast<std::size_t>(rows + cols - 1));
+    for (std::size_t k = 0; k < values.size(); ++k) values[k] = f(first + static_cast<std::int64_t>(k));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* v = values.data() + (rows - 1 - r);
+      float* row = S + r * ld;
+      for (std::int64_t c = 0; c < cols; ++c) row[c] += v[c];
+    }
+    return;
+  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) S[r * ld + c] += f(n[c] - m[r]);
+}
+
+}  // namespace grape

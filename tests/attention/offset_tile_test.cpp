@@ -1,0 +1,59 @@
+// add_tile of the offset-only biases (ALiBi, T5 buckets): the tile the fused attention adds equals,
+// bit for bit, the per-logit bias as float, with consecutive positions (the Toeplitz path, one
+// evaluation per offset) and with scattered position ids (one per logit); which types take the tile.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "grape/encodings/alibi.hpp"
+#include "grape/encodings/fox.hpp"
+#include "grape/encodings/t5_buckets.hpp"
+
+namespace grape {
+namespace {
+
+template <class Bias>
+void tile_equals_each_logit(const Bias& bias, std::mt19937_64& rng, bool consecutive) {
+  std::uniform_int_distribution<std::int64_t> start(0, 5000), any(0, 20000), size(1, 70);
+  const std::int64_t rows = size(rng), cols = size(rng), ld = cols + 3;
+  std::vector<std::int64_t> m(static_cast<std::size_t>(rows)), n(static_cast<std::size_t>(cols));
+  const std::int64_t m0 = start(rng), n0 = start(rng);
+  for (std::int64_t r = 0; r < rows; ++r) m[r] = consecutive ? m0 + r : any(rng);
+  for (std::int64_t c = 0; c < cols; ++c) n[c] = consecutive ? n0 + c : any(rng);
+  std::vector<float> S(static_cast<std::size_t>(rows * ld), 0.25f);
+  for (int h = 0; h < bias.heads(); ++h) {
+    std::fill(S.begin(), S.end(), 0.25f);
+    bias.add_tile(h, m.data(), rows, n.data(), cols, S.data(), ld);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(S[r * ld + c], 0.25f + static_cast<float>(bias.bias(h, {m[r]}, {n[c]})))
+            << "head " << h << " m " << m[r] << " n " << n[c];
+    for (std::int64_t r = 0; r < rows; ++r)  // the gap after each row is left alone
+      for (std::int64_t c = cols; c < ld; ++c) ASSERT_EQ(S[r * ld + c], 0.25f);
+  }
+}
+
+TEST(OffsetTile, AlibiAndT5TilesEqualTheirPerLogitBias) {
+  std::mt19937_64 rng(20261205);
+  const auto alibi_inst = alibi::make({5, 16, 8.0, {}});
+  for (const bool bidirectional : {true, false})
+    for (int trial = 0; trial < 20; ++trial) {
+      const auto t5 = t5_buckets::make({3, 16, 32, 128, bidirectional, static_cast<std::uint64_t>(trial)});
+      for (const bool consecutive : {true, false}) {
+        tile_equals_each_logit(alibi_inst.bias, rng, consecutive);
+        tile_equals_each_logit(t5.bias, rng, consecutive);
+      }
+    }
+}
+
+/// A variant derived from ALiBi that redefines bias() must not inherit ALiBi's tile (it would add
+/// ALiBi's bias, not its own: the mutants of tests/laws derive so); FoX has no tile yet.
+struct zero_alibi_bias : alibi_bias {
+  double bias(int, const std::array<std::int64_t, 1>&, const std::array<std::int64_t, 1>&) const { return 0; }
+};
+static_assert(TileBias<alibi_bias> && TileBias<t5_bias>);
+static_assert(!TileBias<zero_alibi_bias> && !TileBias<forget_gate_bias>);
+
+}  // namespace
+}  // namespace grape
