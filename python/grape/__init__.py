@@ -26,7 +26,7 @@ from ._attention import attention, attention_backward, attention_decode
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
            "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
-           "fox_bias", "grape_a_bias", "add_sinusoidal", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
+           "fox_bias", "grape_a_bias", "add_sinusoidal", "t5", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
            "attention", "attention_backward", "attention_decode"]
 
 
@@ -155,6 +155,19 @@ def alibi_bias(slopes, q_len, k_len, q_start=0, k_start=0, threads=0):
 def alibi_slope_grad(grad_tile, q_start=0, k_start=0, threads=0):
     """dL/dslope_h = sum over the tile of grad_tile[h, i, j] * (-|i - j|), in float64."""
     return _grape._alibi_slope_grad(_float32(grad_tile), q_start, k_start, threads)
+
+
+def t5(table, max_distance=128, bidirectional=True):
+    """T5's relative buckets with their table [num_buckets, heads] (a list, an array or a tensor;
+    kept in float64): bucket(j - i) as T5 computes it, max_distance >= num_buckets. The encoding
+    grape.attention takes for T5; its bias gradient is dL/dtable, flattened bucket-major."""
+    import numpy as np
+    if hasattr(table, "detach"):  # torch
+        table = table.detach().cpu().double().numpy()
+    t = np.asarray(table, dtype=np.float64)
+    if t.ndim != 2:
+        raise GrapeError(f"grape: table: must be [num_buckets, heads] (got {t.ndim} dimensions)")
+    return _grape._t5(t.ravel().tolist(), int(t.shape[1]), int(max_distance), bool(bidirectional))
 
 
 def t5_bias(table, q_len, k_len, max_distance=128, bidirectional=True, q_start=0, k_start=0, threads=0):

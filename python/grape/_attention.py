@@ -35,8 +35,10 @@ def attention(q, k, v, encoding=None, *, log_forget=None, causal=True, window=0,
     64 x 64, online softmax, float32 accumulation, never a T x T buffer).
 
     q [tokens, heads, d] or [batch, seq, heads, d]; k and v the same tokens, heads dividing q's (GQA);
-    float32, float16 or bfloat16 (torch). encoding: None, a RotaryEncoding (one position axis) or an
-    AlibiEncoding; or log_forget [heads, length] for FoX (its gates indexed by position). Positions:
+    float32, float16 or bfloat16 (torch). encoding: None, a RotaryEncoding (one position axis), an
+    AlibiEncoding, a T5Encoding with its table (grape.t5), or a (RotaryEncoding, AlibiEncoding)
+    pair (both: Q and K turned, the slopes' bias added); or log_forget [heads, length] for FoX (its
+    gates indexed by position). Positions:
     per-token ids, per-sequence offsets, or the index in the sequence; cu_seqlens packs sequences.
     causal masks keys after the query; window > 0 keeps keys fewer than `window` apart; scale
     defaults to 1/sqrt(d). Returns the output ([..., heads, v's d], q's dtype), and with return_lse
@@ -54,8 +56,9 @@ def attention_backward(grad_out, q, k, v, out, lse, encoding=None, *, log_forget
                        scale=None, positions=None, offsets=None, cu_seqlens=None, max_position=None,
                        bias_grad=False, inv_freq_grad=False, threads=0):
     """The backward of attention() from its output and log-sum-exp (same arguments): returns
-    (dq, dk, dv, d_bias, d_inv_freq). d_bias (bias_grad=True): dL/dslopes for ALiBi, dL/dlog_forget
-    [heads * length] for FoX; d_inv_freq (inv_freq_grad=True): dL/dtheta_i of a rotary encoding.
+    (dq, dk, dv, d_bias, d_inv_freq). d_bias (bias_grad=True): dL/dslopes for ALiBi (alone or in a
+    pair), dL/dtable [num_buckets * heads] for T5, dL/dlog_forget [heads * length] for FoX;
+    d_inv_freq (inv_freq_grad=True): dL/dtheta_i of a rotary encoding (alone or in a pair).
     Both float64 lists, or None when not asked. Tiles are recomputed: no T x T buffer.
     """
     grads = [_new_like(q, tuple(x.shape)) for x in (q, k, v)]
@@ -76,8 +79,8 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, encoding=None, 
     (K already rotated): NHD [blocks, block_size, kv_heads, d] or HND [blocks, kv_heads, block_size, d];
     block_table int32 [batch, max_blocks] (sequence b's blocks in order); seq_lens int64 [batch]
     (cached tokens, the new one included). Token j of a sequence has position j; the query has
-    q_positions[b] (default seq_lens[b] - 1). encoding: None, a RotaryEncoding (turns the query),
-    an AlibiEncoding, or log_forget for FoX. Returns [batch, heads, v's d] (and the float32
+    q_positions[b] (default seq_lens[b] - 1). encoding: as attention() takes it (a rotation turns
+    the query only), or log_forget for FoX. Returns [batch, heads, v's d] (and the float32
     log-sum-exp [heads, batch] with return_lse).
     """
     out = _new_like(q, (q.shape[0], q.shape[1], v_cache.shape[-1]))

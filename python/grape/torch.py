@@ -265,10 +265,18 @@ class _Attention(_torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, param, kind, encoding, options):
-        if kind == "slopes":
-            encoding = _grape.alibi(slopes=param.detach().to(_torch.float64).cpu().tolist())
+        values = None
+        if kind in ("slopes", "inv_freq", "t5_table"):
+            values = param.detach().to(_torch.float64).cpu().reshape(-1).tolist()
+        if kind == "slopes":  # ALiBi alone, or composed with the rotary encoding given
+            alibi = _grape.alibi(slopes=values)
+            encoding = alibi if encoding is None else (encoding, alibi)
+        elif kind == "inv_freq" and isinstance(encoding, tuple):
+            encoding = (encoding[0].with_inv_freq(values), encoding[1])
         elif kind == "inv_freq":
-            encoding = encoding.with_inv_freq(param.detach().to(_torch.float64).cpu().tolist())
+            encoding = encoding.with_inv_freq(values)
+        elif kind == "t5_table":
+            encoding = encoding.with_table(values, param.shape[1])
         log_forget = _fox_gates(param) if kind == "log_forget" else None
         out, lse = _grape.attention(q, k, v, encoding, log_forget=log_forget, return_lse=True, **options)
         ctx.save_for_backward(q, k, v, out, lse)
@@ -282,7 +290,8 @@ class _Attention(_torch.autograd.Function):
         want = param_meta is not None and ctx.needs_input_grad[3]
         dq, dk, dv, d_bias, d_freq = _grape.attention_backward(
             grad_out.to(q.dtype), q, k, v, out, lse, encoding, log_forget=log_forget,
-            bias_grad=want and kind in ("slopes", "log_forget"), inv_freq_grad=want and kind == "inv_freq", **options)
+            bias_grad=want and kind in ("slopes", "t5_table", "log_forget"), inv_freq_grad=want and kind == "inv_freq",
+            **options)
         d_param = None
         if want:
             dtype, shape = param_meta
@@ -295,26 +304,36 @@ def _fox_gates(log_forget):
     return log_forget.detach().to(_torch.float64).cpu().contiguous().numpy()
 
 
-def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, log_forget=None, causal=True, window=0,
-              scale=None, positions=None, offsets=None, cu_seqlens=None):
+def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=None, log_forget=None, causal=True,
+              window=0, scale=None, positions=None, offsets=None, cu_seqlens=None):
     """Differentiable grape.attention (the encoding inside the flash loop, the backward from the
     saved log-sum-exp: no T x T tensor in either direction). Gradients for q, k, v and for one
     learnable encoding parameter:
-      slopes [heads]      ALiBi with these slopes (learned ALiBi);
-      inv_freq [d/2]      the rotary `encoding` with this frequency table (learned frequencies);
+      slopes [heads]      ALiBi with these slopes (learned ALiBi); with a RotaryEncoding as
+                          `encoding`, RoPE and ALiBi together;
+      inv_freq [d/2]      the rotary `encoding` (alone or the first of a (rotary, ALiBi) pair) with
+                          this frequency table (learned frequencies);
+      t5_table [num_buckets, heads]  the T5Encoding `encoding`'s buckets with this table;
       log_forget [heads, length] or [batch, heads, seq]  FoX's log forget gates (per sequence with a
                           batch dimension: q, k, v then [batch, seq, heads, d]).
-    Otherwise `encoding` (None, a RotaryEncoding or an AlibiEncoding) is fixed.
+    Otherwise `encoding` (as grape.attention takes it) is fixed.
     """
     options = dict(causal=causal, window=window, scale=scale, positions=positions, offsets=offsets,
                    cu_seqlens=cu_seqlens)
-    given = [(n, p) for n, p in (("slopes", slopes), ("inv_freq", inv_freq), ("log_forget", log_forget))
-             if p is not None]
+    given = [(n, p) for n, p in (("slopes", slopes), ("inv_freq", inv_freq), ("t5_table", t5_table),
+                                 ("log_forget", log_forget)) if p is not None]
     if len(given) > 1:
-        raise _grape.GrapeError("grape: attention: give at most one of slopes, inv_freq, log_forget")
+        raise _grape.GrapeError("grape: attention: give at most one of slopes, inv_freq, t5_table, log_forget")
     kind, param = given[0] if given else (None, None)
-    if kind == "inv_freq" and not isinstance(encoding, _grape.RotaryEncoding):
+    rotary_first = isinstance(encoding, tuple) and len(encoding) == 2 and isinstance(encoding[0], _grape.RotaryEncoding)
+    if kind == "inv_freq" and not (isinstance(encoding, _grape.RotaryEncoding) or rotary_first):
         raise _grape.GrapeError("grape: attention: inv_freq replaces a RotaryEncoding's table; pass the encoding")
+    if kind == "slopes" and not (encoding is None or isinstance(encoding, _grape.RotaryEncoding)):
+        raise _grape.GrapeError("grape: attention: slopes make the ALiBi bias; encoding must be None or a "
+                                "RotaryEncoding to compose with")
+    if kind == "t5_table" and (not isinstance(encoding, _grape.T5Encoding) or t5_table.dim() != 2):
+        raise _grape.GrapeError("grape: attention: t5_table [num_buckets, heads] fills a T5Encoding's buckets; "
+                                "pass the encoding (grape.t5 or a config's)")
     if kind == "log_forget" and log_forget.dim() == 3:  # one gate sequence per batch element
         if q.dim() != 4 or q.shape[0] != log_forget.shape[0] or offsets is not None or cu_seqlens is not None:
             raise _grape.GrapeError("grape: attention: log_forget [batch, heads, seq] needs q, k, v "

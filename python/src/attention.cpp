@@ -1,7 +1,8 @@
 // Fused attention with the encoding inside (cpu::attention, cpu::attention_backward,
-// cpu::attention_decode over a paged KV cache) on arrays:
-// no encoding, a rotary encoding (one position axis), ALiBi slopes or FoX's log forget gates.
-// Python allocates the outputs (grape/__init__.py); nothing is copied on the way in.
+// cpu::attention_decode over a paged KV cache) on arrays: no encoding, a rotary encoding (one
+// position axis), ALiBi slopes, a T5 bucket table, FoX's log forget gates, or a rotary encoding
+// composed with ALiBi. Python allocates the outputs (grape/_attention.py); nothing is copied on
+// the way in. The kernels are instantiated in attention_kernels_*.cpp.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -17,14 +18,11 @@
 #include <vector>
 
 #include "arrays.hpp"
-#include "cpu/attention_backward.hpp"
-#include "cpu/attention_decode.hpp"
+#include "attention_kernels.hpp"
 #include "encodings.hpp"
 #include "fused.hpp"
+#include "grape/check/kernel_call.hpp"
 #include "grape/detail/error.hpp"
-#include "grape/encodings/alibi.hpp"
-#include "grape/encodings/fox.hpp"
-#include "grape/encodings/rotary_table.hpp"
 #include "qk_args.hpp"
 
 namespace grape::python {
@@ -55,7 +53,26 @@ forget_gate_bias fox_from_log_forget(const array& a) {
   return b;
 }
 
-/// Calls body(instance) with the kernel instance of the encoding.
+/// The kernel instance of a rotary encoding, passed to body.
+template <class Body>
+void with_rotary(const rotary_encoding& e, int head_dim, Body&& body) {
+  const rotary_spec& s = e.spec;
+  if (s.num_axes != 1) throw input_error("encoding: attention takes a rotary encoding on one position axis");
+  if (s.head_dim != head_dim)
+    throw input_error(fmt::format("q: last dimension must be the encoding's head_dim {} (got {})", s.head_dim, head_dim));
+  if (s.layout == layout_kind::half_split) return body(rotary_table<layout_kind::half_split>::make(s));
+  body(rotary_table<layout_kind::interleaved>::make(s));
+}
+
+alibi::instance alibi_instance(const alibi_encoding& e, int head_dim) {
+  for (std::size_t h = 0; h < e.slopes.size(); ++h)
+    if (!std::isfinite(e.slopes[h])) throw input_error(fmt::format("slopes[{}]: must be finite", h));
+  return {alibi_bias{e.slopes}, head_dim};
+}
+
+/// Calls body(instance) with the kernel instance of the encoding: None, a RotaryEncoding, an
+/// AlibiEncoding, a T5Encoding with its table, a (RotaryEncoding, AlibiEncoding) pair, or FoX's
+/// log forget gates.
 template <class Body>
 void with_instance(const nb::handle& encoding, const std::optional<array>& log_forget, int head_dim, Body&& body) {
   if (log_forget) {
@@ -63,21 +80,23 @@ void with_instance(const nb::handle& encoding, const std::optional<array>& log_f
     return body(fox::instance{fox_from_log_forget(*log_forget), head_dim});
   }
   if (encoding.is_none()) return body(cpu::no_encoding{head_dim});
-  if (nb::isinstance<rotary_encoding>(encoding)) {
-    const rotary_spec& s = nb::cast<const rotary_encoding&>(encoding).spec;
-    if (s.num_axes != 1) throw input_error("encoding: attention takes a rotary encoding on one position axis");
-    if (s.head_dim != head_dim)
-      throw input_error(fmt::format("q: last dimension must be the encoding's head_dim {} (got {})", s.head_dim, head_dim));
-    if (s.layout == layout_kind::half_split) return body(rotary_table<layout_kind::half_split>::make(s));
-    return body(rotary_table<layout_kind::interleaved>::make(s));
+  if (nb::isinstance<rotary_encoding>(encoding))
+    return with_rotary(nb::cast<const rotary_encoding&>(encoding), head_dim, body);
+  if (nb::isinstance<alibi_encoding>(encoding)) return body(alibi_instance(nb::cast<const alibi_encoding&>(encoding), head_dim));
+  if (nb::isinstance<t5_encoding>(encoding)) {
+    const auto& e = nb::cast<const t5_encoding&>(encoding);
+    if (e.table.empty())
+      throw input_error("encoding: this T5Encoding has no table (a config holds none): build one with grape.t5(table, ...)");
+    return body(t5_buckets::instance{t5_bias{e.heads, e.num_buckets, e.max_distance, e.bidirectional, e.table}, head_dim});
   }
-  if (nb::isinstance<alibi_encoding>(encoding)) {
-    const auto& slopes = nb::cast<const alibi_encoding&>(encoding).slopes;
-    for (std::size_t h = 0; h < slopes.size(); ++h)
-      if (!std::isfinite(slopes[h])) throw input_error(fmt::format("slopes[{}]: must be finite", h));
-    return body(alibi::instance{alibi_bias{slopes}, head_dim});
+  if (nb::isinstance<nb::tuple>(encoding) && nb::len(encoding) == 2 && nb::isinstance<rotary_encoding>(encoding[0]) &&
+      nb::isinstance<alibi_encoding>(encoding[1])) {
+    const alibi::instance bias = alibi_instance(nb::cast<const alibi_encoding&>(encoding[1]), head_dim);
+    return with_rotary(nb::cast<const rotary_encoding&>(encoding[0]), head_dim,
+                       [&](const auto& rotation) { body(composed_instance{rotation, bias}); });
   }
-  throw input_error("encoding: attention takes None, a RotaryEncoding or an AlibiEncoding (or log_forget for FoX)");
+  throw input_error("encoding: attention takes None, a RotaryEncoding, an AlibiEncoding, a T5Encoding with its table, "
+                    "a (RotaryEncoding, AlibiEncoding) pair, or log_forget for FoX");
 }
 
 /// The arrays of a call and the options, as cpu::attention_args (the output and lse checked).
@@ -174,7 +193,7 @@ void bind_attention(nb::module_& m) {
                                              window, scale, threads);
           with_instance(encoding, log_forget, static_cast<int>(q.shape(q.ndim() - 1)), [&](const auto& inst) {
             nb::gil_scoped_release release;
-            cpu::attention(inst, a);
+            run_attention(inst, a);
           });
         },
         "encoding"_a.none(), "log_forget"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "positions"_a.none(),
@@ -190,7 +209,7 @@ void bind_attention(nb::module_& m) {
                                           max_position, window, scale, threads);
           with_instance(encoding, log_forget, static_cast<int>(q.shape(2)), [&](const auto& inst) {
             nb::gil_scoped_release release;
-            cpu::attention_decode(inst, a);
+            run_attention_decode(inst, a);
           });
         },
         "encoding"_a.none(), "log_forget"_a.none(), "q"_a, "k_cache"_a, "v_cache"_a, "layout"_a, "block_table"_a,
@@ -212,17 +231,17 @@ void bind_attention(nb::module_& m) {
           std::pair<std::optional<std::vector<double>>, std::optional<std::vector<double>>> params;
           with_instance(encoding, log_forget, static_cast<int>(q.shape(q.ndim() - 1)), [&](const auto& inst) {
             std::vector<double> bias, freq;
-            if constexpr (requires { inst.bias.parameter_count(); })
-              if (bias_grad) bias.resize(inst.bias.parameter_count());
-            if constexpr (requires { inst.rep.dim(); })
-              if (inv_freq_grad) freq.resize(static_cast<std::size_t>(inst.rep.dim() / 2));
+            if constexpr (requires { cpu::detail::bias_part(inst)->parameter_count(); })
+              if (bias_grad) bias.resize(cpu::detail::bias_part(inst)->parameter_count());
+            if constexpr (requires { rotation_part(inst).rep.dim(); })
+              if (inv_freq_grad) freq.resize(static_cast<std::size_t>(rotation_part(inst).rep.dim() / 2));
             if (bias_grad && bias.empty()) throw input_error("bias_grad: this encoding has no bias parameters");
             if (inv_freq_grad && freq.empty()) throw input_error("inv_freq_grad: this encoding has no frequencies");
             g.grad_bias = bias_grad ? bias.data() : nullptr;
             g.grad_inv_freq = inv_freq_grad ? freq.data() : nullptr;
             {
               nb::gil_scoped_release release;
-              cpu::attention_backward(inst, a, g);
+              run_attention_backward(inst, a, g);
             }
             if (bias_grad) params.first = std::move(bias);
             if (inv_freq_grad) params.second = std::move(freq);

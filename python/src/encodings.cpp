@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "grape/detail/error.hpp"
+#include "grape/detail/validate.hpp"
 #include "grape/encodings/alibi.hpp"
 #include "model/model_config.hpp"
 
@@ -104,6 +105,21 @@ nb::object from_model(const model::model_description& d, std::optional<std::int6
   throw input_error("unknown encoding kind");
 }
 
+/// A T5 encoding with this table ([num_buckets, heads] flattened), checked as t5_buckets checks
+/// its parameters.
+t5_encoding with_t5_table(const t5_encoding& e, std::vector<double> table, int heads) {
+  if (heads < 1 || table.size() != static_cast<std::size_t>(e.num_buckets) * static_cast<std::size_t>(heads))
+    throw input_error(fmt::format("table: must hold num_buckets * heads = {} * {} values (got {})", e.num_buckets,
+                                  heads, table.size()));
+  grape::detail::require_count("num_buckets", e.num_buckets, e.bidirectional ? 4 : 2);
+  grape::detail::require_count("max_distance", e.max_distance, e.num_buckets);
+  for (std::size_t i = 0; i < table.size(); ++i) grape::detail::require_finite(fmt::format("table[{}]", i), table[i]);
+  t5_encoding r = e;
+  r.heads = heads;
+  r.table = std::move(table);
+  return r;
+}
+
 std::string describe(const rotary_encoding& e) {
   return fmt::format("{}: rotary, {} of {} channels rotated ({} layout), attention_factor {}, {}", e.label,
                      e.spec.rotary_dim, e.spec.head_dim, math::layout_name(e.spec.layout), e.spec.attention_factor,
@@ -150,6 +166,11 @@ void bind_encodings(nb::module_& m) {
              return fmt::format("{}: T5 buckets, {} buckets, max_distance {}, {}", e.label, e.num_buckets,
                                 e.max_distance, e.bidirectional ? "bidirectional" : "causal");
            })
+      .def_ro("heads", &t5_encoding::heads, "heads of the table (0: no table)")
+      .def_prop_ro("table", [](const t5_encoding& e) { return numpy_copy(e.table); }, nb::rv_policy::automatic,
+                   "the bias per (bucket, head), flattened [num_buckets * heads] (float64; empty without a table)")
+      .def("with_table", &with_t5_table, "table"_a, "heads"_a,
+           "The same buckets with this table (num_buckets * heads values, bucket-major; e.g. learned).")
       .def("__repr__", [](const t5_encoding& e) { return fmt::format("T5Encoding({} buckets)", e.num_buckets); });
 
   m.def("rope", &make_rope, "head_dim"_a, "base"_a = 10000.0, "rotary_dim"_a = nb::none(), "layout"_a = "half_split",
@@ -169,6 +190,14 @@ void bind_encodings(nb::module_& m) {
         },
         "heads"_a = nb::none(), "slopes"_a = nb::none(), "max_bias"_a = 8.0,
         "ALiBi with the standard slopes for `heads` (any count), or with explicit (e.g. learned) slopes.");
+  m.def("_t5",
+        [](std::vector<double> table, int heads, int max_distance, bool bidirectional) {
+          if (heads < 1) throw input_error("table: must be [num_buckets, heads] with at least one head");
+          const int buckets = static_cast<int>(table.size()) / heads;
+          t5_encoding e{buckets, max_distance, bidirectional, fmt::format("t5({} buckets, {} heads)", buckets, heads)};
+          return with_t5_table(e, std::move(table), heads);
+        },
+        "table"_a, "heads"_a, "max_distance"_a, "bidirectional"_a);
   m.def("rotary", &make_rotary, "inv_freq"_a, "head_dim"_a = nb::none(), "layout"_a = "half_split",
         "attention_factor"_a = 1.0, "A rotary encoding from an explicit frequency table.");
   m.def("_config_from_file",

@@ -1,6 +1,7 @@
 #pragma once
 // What the Python module holds as an encoding: a rotary table (a built-in RoPE, a model config's
-// schedule or an explicit frequency table), or a model config's ALiBi slopes / T5 buckets.
+// schedule or an explicit frequency table), ALiBi slopes, or T5 buckets (with a table when the
+// fused attention is to apply them).
 #include <nanobind/nanobind.h>
 
 #include <string>
@@ -26,6 +27,8 @@ struct t5_encoding {
   int max_distance = 128;
   bool bidirectional = true;
   std::string label;
+  int heads = 0;               // 0 until a table is given (a config holds none)
+  std::vector<double> table;   // [num_buckets, heads], the learned bias per bucket and head
 };
 
 void bind_encodings(nanobind::module_& m);

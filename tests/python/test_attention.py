@@ -1,15 +1,20 @@
 """grape.attention and grape.torch.attention against an independent float64 PyTorch attention
-(softmax materialized, RoPE / ALiBi / FoX written from their formulas): outputs, the log-sum-exp,
-and the gradients for q, k, v and each learnable parameter (ALiBi slopes, rotary frequencies,
-FoX log forget gates) against float64 autograd. Then packed sequences and bad input."""
+(softmax materialized, RoPE / ALiBi / T5 buckets / FoX written from their formulas, RoPE + ALiBi
+together): outputs, the log-sum-exp, and the gradients for q, k, v and each learnable parameter
+(ALiBi slopes, rotary frequencies, the T5 table, FoX log forget gates) against float64 autograd.
+Then packed sequences, the paged-cache decode and bad input."""
+import os
+
 import numpy as np
 import pytest
 import torch
 
 import grape
 from grape.torch import attention as torch_attention
+from test_bias import t5_bucket
 
 torch.manual_seed(20261205)
+CONFIGS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "configs")
 
 
 def rope64(x, inv_freq, pos):
@@ -21,7 +26,15 @@ def rope64(x, inv_freq, pos):
                       x[..., 2 * half:]], dim=-1)
 
 
-def attention64(q, k, v, pos, *, causal, window=0, inv_freq=None, slopes=None, log_forget=None):
+def t5_bias64(table, pos, max_distance=128, bidirectional=True):
+    """T5's bias [B, H, i, j] = table[bucket(pos_j - pos_i), h] (transformers' bucket function)."""
+    rel = pos[:, None, :] - pos[:, :, None]                                     # [B, i, j]: key - query
+    buckets = torch.tensor([[[t5_bucket(int(r), bidirectional, table.shape[0], max_distance) for r in row]
+                             for row in b] for b in rel])
+    return table.double()[buckets].permute(0, 3, 1, 2)
+
+
+def attention64(q, k, v, pos, *, causal, window=0, inv_freq=None, slopes=None, log_forget=None, t5_table=None):
     """softmax(QK^T/sqrt(d) + bias + mask) V in float64; q [B, T, H, d], k and v [B, T, Hk, d]."""
     q, k, v = q.double(), k.double(), v.double()
     if inv_freq is not None:
@@ -33,6 +46,8 @@ def attention64(q, k, v, pos, *, causal, window=0, inv_freq=None, slopes=None, l
     if slopes is not None:
         dist = (pos[:, :, None] - pos[:, None, :]).abs().double()           # [B, i, j]
         logits = logits - slopes.double()[None, :, None, None] * dist[:, None]
+    if t5_table is not None:
+        logits = logits + t5_bias64(t5_table, pos)
     if log_forget is not None:  # [H, length]: sum of log f over (j, i] by position
         prefix = torch.nn.functional.pad(log_forget.double().cumsum(-1), (1, 0))  # F[l + 1]
         fi, fj = prefix[:, pos + 1], prefix[:, pos + 1]                      # [H, B, T]
@@ -60,7 +75,7 @@ def operands(batch, seq, heads, kv_heads, d, dtype=torch.float32):
 
 
 @pytest.mark.parametrize("name,heads,kv_heads,d,causal,window", CASES)
-@pytest.mark.parametrize("encoding", ["none", "rope", "alibi", "fox"])
+@pytest.mark.parametrize("encoding", ["none", "rope", "alibi", "t5", "rope+alibi", "fox"])
 def test_output_and_lse_match_float64(encoding, name, heads, kv_heads, d, causal, window):
     q, k, v = operands(2, 150, heads, kv_heads, d)
     offsets = torch.tensor([0, 900]) if encoding != "fox" else None
@@ -72,6 +87,12 @@ def test_output_and_lse_match_float64(encoding, name, heads, kv_heads, d, causal
     elif encoding == "alibi":
         enc = grape.alibi(heads=heads)
         ref["slopes"] = torch.tensor(enc.slopes)
+    elif encoding == "t5":
+        ref["t5_table"] = torch.randn(32, heads)
+        enc = grape.t5(ref["t5_table"])
+    elif encoding == "rope+alibi":
+        enc = (grape.rope(head_dim=d, base=1000.0), grape.alibi(heads=heads))
+        ref["inv_freq"], ref["slopes"] = torch.tensor(enc[0].inv_freq), torch.tensor(enc[1].slopes)
     elif encoding == "fox":
         lf = torch.nn.functional.logsigmoid(torch.randn(heads, 150) + 2)
         extra["log_forget"], ref["log_forget"] = lf.numpy(), lf
@@ -110,7 +131,8 @@ def _grads(out, params, weight):
     return torch.autograd.grad(loss, params)
 
 
-@pytest.mark.parametrize("kind", ["none", "slopes", "inv_freq", "log_forget"])
+@pytest.mark.parametrize("kind", ["none", "slopes", "inv_freq", "t5_table", "slopes+rope", "inv_freq+alibi",
+                                  "log_forget"])
 def test_gradients_match_float64_autograd(kind):
     heads, kv_heads, d, seq = 4, 2, 32, 100
     q, k, v = (x.requires_grad_() for x in operands(2, seq, heads, kv_heads, d))
@@ -124,19 +146,29 @@ def test_gradients_match_float64_autograd(kind):
         param = torch.tensor(enc.inv_freq, dtype=torch.float32) * (1 + 0.1 * torch.rand(d // 2))
     elif kind == "log_forget":
         param = torch.nn.functional.logsigmoid(torch.randn(2, heads, seq) + 2)
+    elif kind == "t5_table":
+        enc, param = grape.t5(np.zeros((32, heads)), bidirectional=True), torch.randn(32, heads)
+    elif kind == "slopes+rope":  # learned slopes composed with a fixed rotation
+        enc = grape.rope(head_dim=d, base=100.0)
+        param = torch.tensor(grape.alibi(heads=heads).slopes, dtype=torch.float32) * (1 + torch.rand(heads))
+    elif kind == "inv_freq+alibi":  # learned frequencies composed with fixed slopes
+        enc = (grape.rope(head_dim=d, base=100.0), grape.alibi(heads=heads))
+        param = torch.tensor(enc[0].inv_freq, dtype=torch.float32) * (1 + 0.1 * torch.rand(d // 2))
     if param is not None:
         param.requires_grad_()
-        kwargs[kind] = param
+        kwargs[kind.split("+")[0]] = param
     out = torch_attention(q, k, v, enc, causal=causal, **kwargs)
     inputs = [q, k, v] + ([param] if param is not None else [])
     got = _grads(out, inputs, weight)
 
     inputs64 = [x.detach().double().requires_grad_() for x in inputs]
     ref = {}
-    if kind == "slopes":
-        ref["slopes"] = inputs64[3]
-    elif kind == "inv_freq":
-        ref["inv_freq"] = inputs64[3]
+    if kind in ("slopes", "inv_freq", "t5_table"):
+        ref[kind] = inputs64[3]
+    elif kind == "slopes+rope":
+        ref["slopes"], ref["inv_freq"] = inputs64[3], torch.tensor(enc.inv_freq)
+    elif kind == "inv_freq+alibi":
+        ref["inv_freq"], ref["slopes"] = inputs64[3], torch.tensor(enc[1].slopes)
     if kind == "log_forget":  # one gate sequence per batch element
         expect = torch.cat([attention64(*(x[b:b + 1] for x in inputs64[:3]), pos[:1], causal=True,
                                         log_forget=inputs64[3][b])[0] for b in range(2)])
@@ -169,15 +201,29 @@ def test_bad_input_is_one_clear_error():
         grape.alibi(slopes=[1.0, float("inf")])
     with pytest.raises(grape.GrapeError, match="give at most one of"):
         torch_attention(q, k, v, slopes=torch.ones(4), inv_freq=torch.ones(8))
+    with pytest.raises(grape.GrapeError, match="has no table"):
+        grape.attention(q, k, v, grape.from_config(CONFIGS + "/t5-small/config.json"))
+    with pytest.raises(grape.GrapeError, match="table: must hold num_buckets \\* heads"):
+        grape.t5(np.zeros((32, 4))).with_table([0.0] * 10, 4)
+    with pytest.raises(grape.GrapeError, match="max_distance: must be >= 32"):
+        grape.t5(np.zeros((32, 4)), max_distance=16)
+    with pytest.raises(grape.GrapeError, match="table\\[5\\]: must be finite"):
+        grape.t5([[0.0] * 4, [0.0, float("nan"), 0.0, 0.0], [0.0] * 4, [0.0] * 4])
+    with pytest.raises(grape.GrapeError, match="a \\(RotaryEncoding, AlibiEncoding\\) pair"):
+        grape.attention(q, k, v, (grape.alibi(heads=4), grape.rope(head_dim=16)))
+    with pytest.raises(grape.GrapeError, match="t5_table .* fills a T5Encoding"):
+        torch_attention(q, k, v, None, t5_table=torch.zeros(32, 4))
 
 
-@pytest.mark.parametrize("layout", ["NHD", "HND"])
-def test_decode_after_prefill_through_the_paged_cache(layout):
+@pytest.mark.parametrize("layout,with_alibi", [("NHD", False), ("HND", False), ("NHD", True)])
+def test_decode_after_prefill_through_the_paged_cache(layout, with_alibi):
     """The serving loop: prefill writes rotated K and V into a paged cache (rotate_qk's KV write),
     the next token's K and V are written the same way, and attention_decode's output for its query
-    equals the last row of float64 attention over the whole sequence."""
+    equals the last row of float64 attention over the whole sequence (RoPE, or RoPE + ALiBi)."""
     enc = grape.rope(head_dim=32, base=500000.0)
     heads, kv_heads, d, block = 4, 2, 32, 16
+    alibi = grape.alibi(heads=heads) if with_alibi else None
+    ref = {"slopes": torch.tensor(alibi.slopes)} if with_alibi else {}
     lens = [37, 70]
     blocks = 12
     shape = (blocks, block, kv_heads, d) if layout == "NHD" else (blocks, kv_heads, block, d)
@@ -194,7 +240,7 @@ def test_decode_after_prefill_through_the_paged_cache(layout):
         grape.rotate_qk(q[0], k[0], enc, kv_cache=grape.KVCacheWrite(slots(b, range(n)), k_cache, v_cache, v[0], layout))
         expect, _ = attention64(torch.cat([q, q_new[b][None, None]], 1), torch.cat([k, k_new[b][None, None]], 1),
                                 torch.cat([v, v_new[b][None, None]], 1), torch.arange(n + 1)[None], causal=True,
-                                inv_freq=torch.tensor(enc.inv_freq))
+                                inv_freq=torch.tensor(enc.inv_freq), **ref)
         if b == 0:
             expected = [expect[0, -1]]
         else:
@@ -202,7 +248,8 @@ def test_decode_after_prefill_through_the_paged_cache(layout):
     new_slots = torch.cat([slots(0, [lens[0]]), slots(1, [lens[1]])])
     grape.rotate_qk(None, k_new, enc, positions=torch.tensor(lens),
                     kv_cache=grape.KVCacheWrite(new_slots, k_cache, v_cache, v_new, layout))
-    out = grape.attention_decode(q_new, k_cache, v_cache, table, [n + 1 for n in lens], enc, layout=layout)
+    out = grape.attention_decode(q_new, k_cache, v_cache, table, [n + 1 for n in lens],
+                                 (enc, alibi) if with_alibi else enc, layout=layout)
     torch.testing.assert_close(out.double(), torch.stack(expected), atol=2e-5, rtol=0)
 
 

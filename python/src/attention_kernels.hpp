@@ -1,0 +1,44 @@
+#pragma once
+// The fused-attention kernels the module calls, one set per kernel instance type. Declared here and
+// explicitly instantiated in attention_kernels_*.cpp, a few instance types per translation unit, so
+// that no unit compiles every flash loop (each is a forward, a backward and a decode, per dtype).
+#include "cpu/attention_backward.hpp"
+#include "cpu/attention_decode.hpp"
+#include "grape/encodings/alibi.hpp"
+#include "grape/encodings/fox.hpp"
+#include "grape/encodings/rotary_table.hpp"
+#include "grape/encodings/t5_buckets.hpp"
+#include "grape/inject/compose.hpp"
+
+namespace grape::python {
+
+using rotary_half = rotary_table<layout_kind::half_split>::instance;
+using rotary_interleaved = rotary_table<layout_kind::interleaved>::instance;
+using rotary_half_alibi = composed_instance<rotary_half, alibi::instance>;
+using rotary_interleaved_alibi = composed_instance<rotary_interleaved, alibi::instance>;
+
+template <class I>
+void run_attention(const I& inst, const cpu::attention_args& a);
+template <class I>
+void run_attention_backward(const I& inst, const cpu::attention_args& a, const cpu::attention_grad_args& g);
+template <class I>
+void run_attention_decode(const I& inst, const cpu::decode_args& a);
+
+/// Explicit instantiation declarations (with EXTERN = extern) or definitions (with nothing) of the
+/// three kernels for instance type I.
+#define GRAPE_PYTHON_ATTENTION_KERNELS(EXTERN, I)                                                       \
+  EXTERN template void run_attention<I>(const I&, const cpu::attention_args&);                          \
+  EXTERN template void run_attention_backward<I>(const I&, const cpu::attention_args&,                  \
+                                                 const cpu::attention_grad_args&);                      \
+  EXTERN template void run_attention_decode<I>(const I&, const cpu::decode_args&);
+
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, cpu::no_encoding)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_half)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_interleaved)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, alibi::instance)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, fox::instance)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, t5_buckets::instance)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_half_alibi)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_interleaved_alibi)
+
+}  // namespace grape::python
