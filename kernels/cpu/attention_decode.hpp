@@ -15,7 +15,8 @@
 // storage. Work items are (sequence, ~1024 cached tokens): each reads its pages in one sweep, all
 // KV heads of a page in turn (the query heads of a GQA group share each row), with an online
 // softmax (packet products, decode_rows.hpp); the items of a sequence then merge by their
-// log-sum-exps (split-K), so a single long sequence uses every thread. Bad arguments throw grape::input_error before any write.
+// log-sum-exps (split-K), so a single long sequence uses every thread. Bad arguments throw
+// grape::input_error before any write.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
