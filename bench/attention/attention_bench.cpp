@@ -11,14 +11,21 @@
 // per sequence against a paged cache, cpu::attention_decode) print
 //   case: NAME ratio_to_copy: X
 // the K/V bytes read per second over the bytes per second of a copy of the same bytes with the
-// same threads, measured back to back. Not part of the test suite.
+// same threads, measured back to back. Materialized cases (materialized/…) time the fused kernel
+// against the straightforward softmax(QKᵀ/√d + B)·V with every score stored, and print
+//   case: NAME speedup_over_materialized: X peak_MiB_fused: A peak_MiB_materialized: B inputs_MiB: C
+// (peak resident memory of one run of each in a fresh process). Not part of the test suite.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include <Eigen/Core>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +33,7 @@
 #include "cpu/attention.hpp"
 #include "cpu/attention_backward.hpp"
 #include "cpu/attention_decode.hpp"
+#include "cpu/encode_qk.hpp"
 #include "grape/builtins.hpp"
 
 namespace {
@@ -188,6 +196,112 @@ void decode_case(benchmark::State& state, const std::string& name, std::int64_t 
 }
 
 
+/// The straightforward attention an eager framework runs: the encoding applied on its own (Q and
+/// K rotated into copies by cpu::rotate_qk; a bias written into the scores, ALiBi's by its fast
+/// whole-tile add), every score of every head materialized (`scores`: [H, T, T] float32), a
+/// softmax by rows, then P·V, through Eigen's GEMM with the same threads.
+template <class Instance>
+void materialized_attention(const Instance& inst, const problem& p, std::vector<float>& scores, std::vector<float>& out) {
+  using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using strided = Eigen::Map<const mat, 0, Eigen::OuterStride<>>;
+  const std::int64_t T = p.tokens, H = p.heads, d = p.d;
+  Eigen::setNbThreads(p.threads);
+  std::vector<float> q = p.q, k = p.k;
+  if constexpr (requires { inst.rep; }) {
+    cpu::rotate_qk_args r = p.args.qk;
+    r.q.in = r.q.out = q.data();
+    r.k.in = r.k.out = k.data();
+    cpu::rotate_qk(inst, r);
+  }
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(T));
+  for (std::int64_t i = 0; i < T; ++i) positions[i] = i;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d)), minus_inf = -INFINITY;
+  for (std::int64_t h = 0; h < H; ++h) {
+    Eigen::Map<mat> S(scores.data() + h * T * T, T, T);
+    const strided Q(q.data() + h * d, T, d, Eigen::OuterStride<>(H * d));
+    const strided K(k.data() + h * d, T, d, Eigen::OuterStride<>(H * d));
+    const strided V(p.v.data() + h * d, T, d, Eigen::OuterStride<>(H * d));
+    S.noalias() = scale * (Q * K.transpose());
+    if constexpr (requires { inst.bias; })
+      inst.bias.add_tile(static_cast<int>(h), positions.data(), T, positions.data(), T, S.data(), T);
+#pragma omp parallel for num_threads(p.threads)
+    for (std::int64_t i = 0; i < T; ++i) {
+      auto row = S.row(i).array();
+      if (p.causal) row.tail(T - 1 - i) = minus_inf;
+      row = (row - row.maxCoeff()).exp();
+      row /= row.sum();
+    }
+    Eigen::Map<mat, 0, Eigen::OuterStride<>> O(out.data() + h * d, T, d, Eigen::OuterStride<>(H * d));
+    O.noalias() = S * V;
+  }
+}
+
+/// Peak resident memory (KiB) of one run of `what` ("fused" or "materialized") for a case, each in a
+/// fresh process (this program again, --grape_peak=…): ru_maxrss after the run, and before it
+/// (inputs allocated). Only the fused kernel must not grow with T².
+struct peak_rss {
+  long before_kib = 0, after_kib = 0;
+};
+
+peak_rss measure_peak(const std::string& label, std::int64_t tokens, bool causal, const char* what) {
+  const std::string cmd = fmt::format("/proc/{}/exe --grape_peak={},{},{},{}", getpid(), label, tokens, causal ? 1 : 0, what);
+  peak_rss r;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    if (std::fscanf(f, "peak_rss_kib: %ld %ld", &r.before_kib, &r.after_kib) != 2) r = {};
+    pclose(f);
+  }
+  return r;
+}
+
+long max_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+template <class Instance>
+void run_once_for_peak(const Instance& inst, std::int64_t tokens, bool causal, const std::string& what) {
+  problem p(tokens, 8, 8, 128, causal, 2);
+  const long before = max_rss_kib();
+  if (what == "fused") {
+    cpu::attention(inst, p.args);
+  } else {
+    std::vector<float> scores(static_cast<std::size_t>(p.heads * tokens * tokens));
+    materialized_attention(inst, p, scores, p.out);
+  }
+  std::printf("peak_rss_kib: %ld %ld\n", before, max_rss_kib());
+}
+
+template <class Instance>
+void materialized_case(benchmark::State& state, const std::string& name, const std::string& label, const Instance& inst,
+                       std::int64_t tokens, bool causal) {
+  problem p(tokens, 8, 8, 128, causal, 2);
+  std::vector<float> scores(static_cast<std::size_t>(p.heads * tokens * tokens)), out(p.out.size());
+  std::vector<double> speedup;
+  float worst = 0;
+  for (auto _ : state) {
+    const double t_fused = seconds([&] { cpu::attention(inst, p.args); });
+    const double t_materialized = seconds([&] { materialized_attention(inst, p, scores, out); });
+    state.SetIterationTime(t_fused);
+    speedup.push_back(t_materialized / t_fused);
+    for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - p.out[i]));
+  }
+  const peak_rss fused = measure_peak(label, tokens, causal, "fused");
+  const peak_rss dense = measure_peak(label, tokens, causal, "materialized");
+  const auto mib = [](long kib) { return static_cast<double>(kib) / 1024.0; };
+  state.counters["speedup_over_materialized"] = median(speedup);
+  fmt::print("case: {} speedup_over_materialized: {:.2f} peak_MiB_fused: {:.0f} peak_MiB_materialized: {:.0f} "
+             "inputs_MiB: {:.0f} max_abs_difference: {:.1e}\n",
+             name, median(speedup), mib(fused.after_kib), mib(dense.after_kib), mib(fused.before_kib), worst);
+}
+
+/// The instance a materialized case (and its --grape_peak child) runs: RoPE or ALiBi, 8 heads of 128.
+template <class Body>
+void with_materialized_instance(const std::string& label, Body&& body) {
+  if (label == "rope") body(rope::make(with_heads<rope>(rope::default_params(), 8)));
+  else body(alibi::make(with_heads<alibi>(alibi::default_params(), 8)));
+}
+
 template <class E>
 void register_backward(const char* label) {
   for (const bool causal : {false, true}) {
@@ -213,6 +327,14 @@ void register_encoding(const char* label) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]).starts_with("--grape_peak=")) {  // a child of measure_peak
+    char label[16], what[16];
+    long tokens = 0;
+    int causal = 0;
+    if (std::sscanf(argv[1], "--grape_peak=%15[^,],%ld,%d,%15s", label, &tokens, &causal, what) != 4) return 2;
+    with_materialized_instance(label, [&](const auto& inst) { run_once_for_peak(inst, tokens, causal != 0, what); });
+    return 0;
+  }
   register_encoding<rope>("rope");
   register_encoding<alibi>("alibi");
   register_encoding<t5_buckets>("t5");
@@ -233,6 +355,17 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("plain/T2048/H32/KV8/D128/full/threads2", [](benchmark::State& s) {
     attention_case(s, "plain/T2048/H32/KV8/D128/full/threads2", cpu::no_encoding{128}, false, 2, 32, 8);
   })->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+  for (const std::int64_t tokens : {2048, 8192})
+    for (const char* label : {"rope", "alibi"})
+      for (const bool causal : {false, true}) {
+        const std::string name =
+            fmt::format("materialized/{}/T{}/H8/D128/{}/threads2", label, tokens, causal ? "causal" : "full");
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+          with_materialized_instance(label, [&](const auto& inst) {
+            materialized_case(s, name, label, inst, tokens, causal);
+          });
+        })->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+      }
   for (const std::int64_t len : {4096, 16384, 65536})
     for (const bool bf16 : {false, true}) {
       const std::string name = fmt::format("decode/rope/{}k/H32/KV8/D128/{}/threads2", len / 1024, bf16 ? "bf16" : "f32");

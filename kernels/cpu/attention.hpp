@@ -100,7 +100,7 @@ rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d
 void from_float(dtype type, const std::vector<float>& x, float scale, void* out);
 
 /// The bias of one sequence (the call's tokens from `first`) as the flash loop asks for it: per
-/// logit, and per tile where the encoding's bias has add_tile (TileBias: ALiBi, T5).
+/// logit, and per tile where the encoding's bias has add_tile (TileBias: ALiBi, T5, FoX).
 template <class Inputs>
 struct sequence_bias {
   using bias_type = std::remove_cvref_t<std::remove_pointer_t<typename Inputs::bias_pointer>>;

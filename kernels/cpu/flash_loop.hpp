@@ -2,7 +2,7 @@
 // The flash-attention loop on float32 operands already encoded (rotated or lifted, Q pre-scaled):
 // tiles of queries and keys, online softmax, float32 accumulation, never a T×T buffer. A score
 // bias enters through `bias(head, query_token, key_token)`, or a whole tile at once through
-// `bias.add_tile(head, i0, rows, j0, cols, S, ld)` where it has one (ALiBi, T5); the mask through
+// `bias.add_tile(head, i0, rows, j0, cols, S, ld)` where it has one (ALiBi, T5, FoX); the mask through
 // the sequence indices (causal, sliding window).
 #include <Eigen/Core>
 #include <algorithm>

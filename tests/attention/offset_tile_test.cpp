@@ -1,8 +1,10 @@
-// add_tile of the offset-only biases (ALiBi, T5 buckets): the tile the fused attention adds equals,
-// bit for bit, the per-logit bias as float, with consecutive positions (the Toeplitz path, one
-// evaluation per offset) and with scattered position ids (one per logit); which types take the tile.
+// add_tile of the offset-only biases (ALiBi, T5 buckets) and of FoX's path sums: the tile the fused
+// attention adds equals, bit for bit, the per-logit bias as float, with consecutive positions (the
+// Toeplitz path, one evaluation per offset) and with scattered position ids (one per logit); which
+// types take the tile.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -47,13 +49,41 @@ TEST(OffsetTile, AlibiAndT5TilesEqualTheirPerLogitBias) {
     }
 }
 
+/// FoX: F(m) − F(n) below the diagonal and −∞ above it (keys after the query), the same floats.
+TEST(OffsetTile, FoxTileEqualsItsPerLogitBias) {
+  std::mt19937_64 rng(20261206);
+  std::normal_distribution<double> gate(1.0, 2.0);
+  std::vector<double> logits(3 * 20001);
+  for (double& z : logits) z = gate(rng);
+  const auto inst = fox::make({3, 8, logits});
+  for (int trial = 0; trial < 20; ++trial)
+    for (const bool consecutive : {true, false}) tile_equals_each_logit(inst.bias, rng, consecutive);
+}
+
+/// A tile that reaches past the gate sequence fails as the per-logit bias does, naming the position.
+TEST(OffsetTile, FoxTilePastTheGateSequenceThrows) {
+  const auto inst = fox::make({2, 8, std::vector<double>(2 * 10, 1.0)});
+  const std::int64_t m[] = {8, 9, 10}, n[] = {0, 1};
+  std::vector<float> S(6, 0.0f);
+  try {
+    inst.bias.add_tile(1, m, 3, n, 2, S.data(), 2);
+    FAIL() << "no error";
+  } catch (const input_error& e) {
+    EXPECT_STREQ(e.what(), "grape: position: 10 is outside the gate sequence [0, 10)");
+  }
+  const std::int64_t early[] = {3}, late[] = {4, 11};  // keys after the query: −∞, in range or not
+  inst.bias.add_tile(0, early, 1, late, 2, S.data(), 2);
+  EXPECT_EQ(S[0], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(S[1], -std::numeric_limits<float>::infinity());
+}
+
 /// A variant derived from ALiBi that redefines bias() must not inherit ALiBi's tile (it would add
-/// ALiBi's bias, not its own: the mutants of tests/laws derive so); FoX has no tile yet.
+/// ALiBi's bias, not its own: the mutants of tests/laws derive so).
 struct zero_alibi_bias : alibi_bias {
   double bias(int, const std::array<std::int64_t, 1>&, const std::array<std::int64_t, 1>&) const { return 0; }
 };
-static_assert(TileBias<alibi_bias> && TileBias<t5_bias>);
-static_assert(!TileBias<zero_alibi_bias> && !TileBias<forget_gate_bias>);
+static_assert(TileBias<alibi_bias> && TileBias<t5_bias> && TileBias<forget_gate_bias>);
+static_assert(!TileBias<zero_alibi_bias>);
 
 }  // namespace
 }  // namespace grape

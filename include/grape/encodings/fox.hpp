@@ -34,9 +34,31 @@ struct forget_gate_bias {
     if (n > m) return -std::numeric_limits<double>::infinity();
     const std::int64_t i = m - origin, j = n - origin;
     if (j < -1 || i >= length)
-      throw input_error(fmt::format("position: {} is outside the gate sequence [{}, {})", n, origin, origin + length));
+      throw input_error(fmt::format("position: {} is outside the gate sequence [{}, {})", i >= length ? m : n, origin,
+                                    origin + length));
     const double* F = prefix.data() + h * (length + 1) + 1;  // F[-1] == 0
     return F[i] - F[j];
+  }
+  // A whole tile for the fused attention (inject/offset_tile.hpp): the same float per logit as
+  // bias(), the positions checked once per row and column instead of once per logit. A tile with a
+  // position outside the gate sequence takes bias() logit by logit, which names it.
+  void add_tile(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
+                std::int64_t ld) const {
+    constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+    bool in_range = true;
+    for (std::int64_t r = 0; r < rows; ++r) in_range &= m[r] < length;
+    for (std::int64_t c = 0; c < cols; ++c) in_range &= n[c] >= -1 && n[c] < length;
+    const double* F = prefix.data() + h * (length + 1) + 1;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = S + r * ld;
+      const std::int64_t mr = m[r];
+      if (!in_range) {
+        for (std::int64_t c = 0; c < cols; ++c) row[c] += static_cast<float>(bias_with_content(h, mr, n[c], 0));
+        continue;
+      }
+      const double Fm = mr >= -1 ? F[mr] : 0.0;  // below −1 every key is after the query
+      for (std::int64_t c = 0; c < cols; ++c) row[c] += n[c] > mr ? minus_inf : static_cast<float>(Fm - F[n[c]]);
+    }
   }
   // Gradient with respect to the log forget gates log f_h(ℓ), [heads, length]: a logit (m, n)
   // counts for every ℓ in (n, m], recorded as +g at n + 1 and −g at m + 1 of the head's
