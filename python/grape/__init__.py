@@ -17,8 +17,8 @@ import dataclasses as _dataclasses
 import json as _json
 import os as _os
 
-from ._grape import (AlibiEncoding, GrapeError, RotaryCache, RotaryEncoding, T5Encoding, alibi, alibi_slopes, rope,
-                     rotary)
+from ._grape import (AlibiEncoding, BuiltinEncoding, GrapeError, RotaryCache, RotaryEncoding, T5Encoding, alibi,
+                     alibi_slopes, rope, rotary)
 from . import _grape
 from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, inspect, list
 from ._attention import attention, attention_backward, attention_decode
@@ -27,7 +27,26 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
            "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
            "fox_bias", "grape_a_bias", "add_sinusoidal", "t5", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
-           "attention", "attention_backward", "attention_decode"]
+           "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding"]
+
+
+def encoding(name, **params):
+    """Any built-in encoding (grape.list()) made from its parameters, as the C++ type takes them;
+    those not given keep the type's defaults, e.g. grape.encoding("xpos", head_dim=64, scale_base=512)
+    or grape.encoding("grape_m", head_dim=8, omega=0.1, a=[...], b=[...]). The BuiltinEncoding's
+    .params shows every value. grape.rotate_qk and its backward (and grape.torch.rotate_qk, for q
+    and k) take those that rotate Q and K (.rotates_qk: rope, rope_interleaved, xpos, grape_m,
+    mrope, axial_2d, string_rope, liere_2d, and rope_alibi's rotation)."""
+    return _grape._builtin_encoding(name, params)
+
+
+def mrope(head_dim, sections, base=10000.0, attention_factor=1.0):
+    """M-RoPE (Qwen2-VL's multimodal RoPE): RoPE's table 1 / base^(2i/d) with its planes in
+    consecutive sections, section k turning with position axis k; Qwen2-VL's mrope_section
+    (t, h, w), e.g. (16, 24, 24) of head_dim 128, half-split layout. rotate_qk takes positions as
+    [num_axes, tokens] int ids; a text token has t = h = w, which is RoPE.
+    Equivalent to rope(head_dim, base, attention_factor=...).with_sections(sections)."""
+    return rope(head_dim, base, attention_factor=attention_factor).with_sections(_builtins.list(sections))
 
 
 def from_config(config, seq_len=None, precision="float32_reference"):
@@ -37,7 +56,8 @@ def from_config(config, seq_len=None, precision="float32_reference"):
     max_position_embeddings), ALiBi models an AlibiEncoding, T5 models a T5Encoding.
     precision: "float32_reference" (default: the float32 table transformers computes, bit for bit,
     the values the checkpoint was trained and is served with) or "float64" (the formulas in float64).
-    Phases are exact either way.
+    Phases are exact either way. Qwen2-VL's mrope is read with 1-D token positions (text: t = h = w);
+    .with_sections(config["rope_scaling"]["mrope_section"]) makes it take (t, h, w) positions.
     """
     if isinstance(config, dict):
         return _grape._config_from_text(_json.dumps(config), "<dict>", seq_len, precision)
@@ -91,14 +111,23 @@ class KVCacheWrite:
 def _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads, out, backward, cache=None,
           qk_norm=None, kv_cache=None):
     positions, offsets, cu_seqlens = _index_array(positions), _index_array(offsets), _index_array(cu_seqlens)
-    if not isinstance(encoding, RotaryEncoding):
+    if not isinstance(encoding, (RotaryEncoding, BuiltinEncoding)):
         raise TypeError("grape: encoding: must be a grape.RotaryEncoding (grape.rope, grape.rotary or "
-                        "grape.from_config), got %s" % type(encoding).__name__)
+                        "grape.from_config) or a grape.BuiltinEncoding (grape.encoding), got %s"
+                        % type(encoding).__name__)
     if out is None:
         q_out = None if q is None else _empty_like(q)
         k_out = None if k is None else _empty_like(k)
     else:
         q_out, k_out = out
+    if isinstance(encoding, BuiltinEncoding):
+        for name, given in (("cache", cache), ("qk_norm", qk_norm), ("kv_cache", kv_cache)):
+            if given is not None:
+                raise GrapeError("grape: %s: takes a RotaryEncoding; a built-in's instance rotation has no %s"
+                                 % (name, name))
+        _grape._rotate_qk_builtin(encoding, q, q_out, k, k_out, positions, offsets, cu_seqlens, max_position,
+                                  threads, backward)
+        return q_out, k_out
     norm = qk_norm or QKNorm()
     kv = kv_cache or KVCacheWrite(None, None)
     _grape._rotate_qk(encoding, q, q_out, k, k_out, positions, offsets, cu_seqlens, max_position, threads,

@@ -21,6 +21,9 @@ class _RotateQK(_torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, inv_freq, encoding, positions, offsets):
+        if inv_freq is not None and not isinstance(encoding, _grape.RotaryEncoding):
+            raise _grape.GrapeError("grape: inv_freq: replaces a RotaryEncoding's table; %s has none"
+                                    % type(encoding).__name__)
         if inv_freq is not None:
             encoding = encoding.with_inv_freq(inv_freq.detach().to(_torch.float64).cpu().tolist())
         q_out, k_out = _grape.rotate_qk(q, k, encoding, positions=positions, offsets=offsets)
@@ -153,7 +156,10 @@ def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
         q = q.contiguous()
     if not k.is_contiguous() and k.stride(-1) != 1:
         k = k.contiguous()
-    if HAVE_CUSTOM_OPS:
+    # The custom op carries a 1-D table (RotaryTable); an encoding with position axes (M-RoPE) or a
+    # built-in's instance (grape.encoding) takes the autograd.Function, which keeps them.
+    if HAVE_CUSTOM_OPS and (isinstance(encoding, RotaryTable)
+                            or (isinstance(encoding, _grape.RotaryEncoding) and encoding.num_axes == 1)):
         t = RotaryTable.of(encoding)
         if inv_freq is None:
             inv_freq = _torch.tensor(t.inv_freq, dtype=_torch.float64)

@@ -2,6 +2,7 @@
 #include "encodings.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -13,6 +14,7 @@
 #include "grape/detail/error.hpp"
 #include "grape/detail/validate.hpp"
 #include "grape/encodings/alibi.hpp"
+#include "grape/schedule/spec_check.hpp"
 #include "model/model_config.hpp"
 
 namespace grape::python {
@@ -100,7 +102,7 @@ nb::object from_model(const model::model_description& d, std::optional<std::int6
     }
     case model::encoding_kind::alibi: return nb::cast(alibi_encoding{d.alibi.slopes, d.file});
     case model::encoding_kind::t5:
-      return nb::cast(t5_encoding{d.t5.num_buckets, d.t5.max_distance, !d.t5.is_decoder, d.file});
+      return nb::cast(t5_encoding{d.t5.num_buckets, d.t5.max_distance, !d.t5.is_decoder, d.file, 0, {}});
   }
   throw input_error("unknown encoding kind");
 }
@@ -120,10 +122,42 @@ t5_encoding with_t5_table(const t5_encoding& e, std::vector<double> table, int h
   return r;
 }
 
+/// The same table with its planes in consecutive sections, section k turning with position axis k
+/// (M-RoPE: (t, h, w) = (16, 24, 24) of 64 planes); one section is the 1-D encoding.
+rotary_encoding with_sections(const rotary_encoding& e, const std::vector<int>& sections) {
+  if (sections.empty() || static_cast<int>(sections.size()) > max_position_axes)
+    throw input_error(fmt::format("sections: must list 1 to {} plane counts, one per position axis (got {})",
+                                  max_position_axes, sections.size()));
+  std::vector<int> axis;
+  for (std::size_t k = 0; k < sections.size(); ++k) {
+    if (sections[k] < 0 || sections[k] > e.spec.rotary_dim / 2)
+      throw input_error(fmt::format("sections[{}]: must be in [0, {}] (got {})", k, e.spec.rotary_dim / 2, sections[k]));
+    axis.insert(axis.end(), static_cast<std::size_t>(sections[k]), static_cast<int>(k));
+  }
+  if (static_cast<int>(axis.size()) != e.spec.rotary_dim / 2)
+    throw input_error(fmt::format("sections: must add up to rotary_dim / 2 = {} planes (got {})", e.spec.rotary_dim / 2,
+                                  axis.size()));
+  rotary_encoding r = e;
+  r.spec.num_axes = static_cast<int>(sections.size());
+  r.spec.plane_axis = sections.size() == 1 ? std::vector<int>{} : std::move(axis);
+  return r;
+}
+
+/// The plane count per position axis ({rotary_dim / 2} for a 1-D encoding).
+std::vector<int> sections_of(const rotary_encoding& e) {
+  std::vector<int> counts(static_cast<std::size_t>(e.spec.num_axes), 0);
+  if (e.spec.plane_axis.empty()) counts[0] = e.spec.rotary_dim / 2;
+  for (int a : e.spec.plane_axis) ++counts[static_cast<std::size_t>(a)];
+  return counts;
+}
+
 std::string describe(const rotary_encoding& e) {
-  return fmt::format("{}: rotary, {} of {} channels rotated ({} layout), attention_factor {}, {}", e.label,
+  const std::string axes =
+      e.spec.num_axes == 1 ? "" : fmt::format(", planes in sections {} of {} position axes", fmt::join(sections_of(e), "/"),
+                                              e.spec.num_axes);
+  return fmt::format("{}: rotary, {} of {} channels rotated ({} layout), attention_factor {}, {}{}", e.label,
                      e.spec.rotary_dim, e.spec.head_dim, math::layout_name(e.spec.layout), e.spec.attention_factor,
-                     e.schedule);
+                     e.schedule, axes);
 }
 
 }  // namespace
@@ -139,7 +173,12 @@ void bind_encodings(nb::module_& m) {
                    "'half_split' (plane i = channels i, i + d/2) or 'interleaved' (2i, 2i + 1)")
       .def_prop_ro("rotary_dim", [](const rotary_encoding& e) { return e.spec.rotary_dim; })
       .def_prop_ro("head_dim", [](const rotary_encoding& e) { return e.spec.head_dim; })
-      .def_prop_ro("num_axes", [](const rotary_encoding& e) { return e.spec.num_axes; })
+      .def_prop_ro("num_axes", [](const rotary_encoding& e) { return e.spec.num_axes; },
+                   "position axes: 1, or the number of sections (M-RoPE: 3, positions (t, h, w))")
+      .def_prop_ro("sections", &sections_of, "planes per position axis, in order")
+      .def("with_sections", &with_sections, "sections"_a,
+           "The same table with its planes in consecutive sections, section k turning with position axis k: "
+           "M-RoPE's mrope_section (t, h, w). rotate_qk then takes positions [num_axes, tokens].")
       .def("with_inv_freq",
            [](const rotary_encoding& e, std::vector<double> inv_freq) {
              rotary_encoding r = e;
@@ -194,7 +233,7 @@ void bind_encodings(nb::module_& m) {
         [](std::vector<double> table, int heads, int max_distance, bool bidirectional) {
           if (heads < 1) throw input_error("table: must be [num_buckets, heads] with at least one head");
           const int buckets = static_cast<int>(table.size()) / heads;
-          t5_encoding e{buckets, max_distance, bidirectional, fmt::format("t5({} buckets, {} heads)", buckets, heads)};
+          t5_encoding e{buckets, max_distance, bidirectional, fmt::format("t5({} buckets, {} heads)", buckets, heads), 0, {}};
           return with_t5_table(e, std::move(table), heads);
         },
         "table"_a, "heads"_a, "max_distance"_a, "bidirectional"_a);

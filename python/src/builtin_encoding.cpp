@@ -1,0 +1,179 @@
+// grape.encoding(name, **params): any built-in encoding made from its parameters (those not given
+// take the type's default_params()), read through Hana's reflection of its params struct, so a new
+// built-in needs nothing here. Those that rotate Q and K run grape.rotate_qk and its backward
+// through the instance kernel (builtin_rotate.hpp: xPos, GRAPE-M, STRING, LieRE, ...).
+#include <boost/hana/accessors.hpp>
+#include <boost/hana/concept/struct.hpp>
+#include <boost/hana/for_each.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "builtin_rotate.hpp"
+#include "grape/builtins.hpp"
+#include "grape/detail/describe.hpp"
+#include "grape/detail/error.hpp"
+#include "grape/schedule/spec_check.hpp"
+#include "qk_args.hpp"
+
+namespace grape::python {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+/// A built-in's instance behind a type-erased rotate: what the Python object holds.
+struct builtin_encoding {
+  std::string name, summary, injection, described;
+  nb::dict params;
+  int head_dim = 0, num_axes = 1;
+  std::function<void(const cpu::rotate_qk_args&, bool backward)> rotate;  // empty: no rotation
+};
+
+template <class T>
+constexpr const char* kind_of() {
+  if constexpr (std::is_same_v<T, bool>) return "a bool";
+  else if constexpr (std::is_integral_v<T>) return "an int";
+  else if constexpr (std::is_floating_point_v<T>) return "a float";
+  else if constexpr (std::is_same_v<T, std::vector<int>>) return "a list of ints";
+  else return "a list of floats";
+}
+
+template <class P>
+void read_params(P& p, const nb::dict& given, const std::string& where);
+
+/// One member from the Python value; a nested struct (rope_alibi's rotary) from a dict.
+template <class T>
+void read_value(T& member, nb::handle value, const std::string& where) {
+  if constexpr (boost::hana::Struct<T>::value) {
+    if (!nb::isinstance<nb::dict>(value)) throw input_error(fmt::format("{}: must be a dict", where));
+    read_params(member, nb::borrow<nb::dict>(value), where);
+  } else {
+    // A bool is an int to Python: refuse it where a number is meant, and a number where a bool is.
+    if (nb::isinstance<nb::bool_>(value) != std::is_same_v<T, bool> || !nb::try_cast(value, member))
+      throw input_error(fmt::format("{}: must be {}", where, kind_of<T>()));
+  }
+}
+
+template <class P>
+void read_params(P& p, const nb::dict& given, const std::string& where) {
+  std::vector<std::string> known;
+  boost::hana::for_each(boost::hana::accessors<P>(), [&](auto pair) {
+    const std::string key = boost::hana::to<char const*>(boost::hana::first(pair));
+    known.push_back(key);
+    if (given.contains(key.c_str())) read_value(boost::hana::second(pair)(p), given[key.c_str()], fmt::format("{}.{}", where, key));
+  });
+  for (auto item : given) {
+    const std::string key = nb::cast<std::string>(nb::str(item.first));
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      throw input_error(fmt::format("{}: no parameter '{}' (it takes {})", where, key, fmt::join(known, ", ")));
+  }
+}
+
+template <class P>
+nb::dict params_dict(const P& p) {
+  nb::dict d;
+  boost::hana::for_each(boost::hana::accessors<P>(), [&](auto pair) {
+    const auto& member = boost::hana::second(pair)(p);
+    if constexpr (boost::hana::Struct<std::remove_cvref_t<decltype(member)>>::value)
+      d[boost::hana::to<char const*>(boost::hana::first(pair))] = params_dict(member);
+    else
+      d[boost::hana::to<char const*>(boost::hana::first(pair))] = nb::cast(member);
+  });
+  return d;
+}
+
+template <class Instance>
+const auto& rotation_of(const Instance& inst) {
+  if constexpr (requires { inst.rotation; })
+    return inst.rotation;
+  else
+    return inst;
+}
+
+template <class E>
+builtin_encoding make_builtin(const nb::dict& given) {
+  typename E::params p = E::default_params();
+  read_params(p, given, std::string(E::name));
+  auto inst = std::make_shared<const typename E::instance>(E::make(p));
+  builtin_encoding b;
+  b.name = E::name;
+  b.summary = E::summary;
+  b.injection = E::injection::description;
+  b.described = detail::describe_params(p);
+  b.params = params_dict(p);
+  if constexpr (rotates_qk<typename E::instance>) {
+    const encoding_shape shape = shape_of(rotation_of(*inst));
+    b.head_dim = shape.head_dim;
+    b.num_axes = shape.num_axes;
+    b.rotate = [inst](const cpu::rotate_qk_args& a, bool backward) { rotate_builtin_qk(*inst, a, backward); };
+  }
+  return b;
+}
+
+builtin_encoding make_named(const std::string& name, const nb::dict& given) {
+  std::optional<builtin_encoding> made;
+  std::vector<std::string> names;
+  boost::hana::for_each(builtin_encodings, [&](auto type) {
+    using E = typename decltype(type)::type;
+    names.emplace_back(E::name);
+    if (!made && E::name == name) made = make_builtin<E>(given);
+  });
+  if (!made) throw input_error(fmt::format("encoding: no built-in '{}' (grape.list(): {})", name, fmt::join(names, ", ")));
+  return std::move(*made);
+}
+
+std::string describe(const builtin_encoding& e) {
+  return fmt::format("{}({}): {}; {}", e.name, e.described, e.summary, e.injection);
+}
+
+}  // namespace
+
+void bind_builtin_encodings(nb::module_& m) {
+  nb::class_<builtin_encoding>(m, "BuiltinEncoding",
+                               "A built-in encoding made from its parameters (grape.encoding(name, **params)).")
+      .def_ro("name", &builtin_encoding::name)
+      .def_ro("summary", &builtin_encoding::summary)
+      .def_ro("injection", &builtin_encoding::injection, "where it enters attention")
+      .def_prop_ro("params",
+                   [](const builtin_encoding& e) { return nb::module_::import_("copy").attr("deepcopy")(e.params); },
+                   "every parameter, defaults filled in (a copy)")
+      .def_prop_ro("rotates_qk", [](const builtin_encoding& e) { return static_cast<bool>(e.rotate); },
+                   "whether grape.rotate_qk takes it (its injection rotates Q and K)")
+      .def_ro("head_dim", &builtin_encoding::head_dim, "channels per head (rotating encodings; else 0)")
+      .def_ro("num_axes", &builtin_encoding::num_axes, "position axes rotate_qk reads per token")
+      .def("describe", &describe)
+      .def("__repr__", &describe);
+
+  m.def("_builtin_encoding", &make_named, "name"_a, "params"_a);
+
+  m.def("_rotate_qk_builtin",
+        [](const builtin_encoding& e, optional_array q, optional_array q_out, optional_array k, optional_array k_out,
+           optional_array positions, optional_array offsets, optional_array cu_seqlens,
+           std::optional<std::int64_t> max_position, int threads, bool backward) {
+          if (!e.rotate)
+            throw input_error(fmt::format("encoding: {} enters attention as '{}'; rotate_qk takes encodings that "
+                                          "rotate Q and K",
+                                          e.name, e.injection));
+          const auto args = make_qk_args(e.head_dim, e.num_axes, {q, q_out, k, k_out}, positions, offsets, cu_seqlens,
+                                         max_position, threads);
+          nb::gil_scoped_release release;
+          e.rotate(args, backward);
+        },
+        "encoding"_a, "q"_a.none(), "q_out"_a.none(), "k"_a.none(), "k_out"_a.none(), "positions"_a.none(),
+        "offsets"_a.none(), "cu_seqlens"_a.none(), "max_position"_a.none(), "threads"_a, "backward"_a);
+}
+
+}  // namespace grape::python

@@ -1,0 +1,18 @@
+#pragma once
+// rotate_qk and its backward on a built-in's instance (cpu::rotate_qk(instance, args): the one road
+// from an encoding type to the CPU kernel), for the built-ins whose injection rotates Q and K;
+// instantiated at -O3 in builtin_rotate.cpp, apart from the bindings.
+#include "cpu/encode_qk.hpp"
+
+namespace grape::python {
+
+/// Whether cpu::rotate_qk takes this instance (a rotation, or a composition with one).
+template <class Instance>
+inline constexpr bool rotates_qk = requires(const Instance& inst, const cpu::rotate_qk_args& a) {
+  cpu::rotate_qk(inst, a);
+};
+
+template <class Instance>
+void rotate_builtin_qk(const Instance& inst, const cpu::rotate_qk_args& args, bool backward);
+
+}  // namespace grape::python
