@@ -22,6 +22,7 @@
 
 #include "builtin_rotate.hpp"
 #include "grape/builtins.hpp"
+#include "grape/check/kernel_call.hpp"
 #include "grape/detail/describe.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/schedule/spec_check.hpp"
@@ -73,7 +74,8 @@ void read_params(P& p, const nb::dict& given, const std::string& where) {
   boost::hana::for_each(boost::hana::accessors<P>(), [&](auto pair) {
     const std::string key = boost::hana::to<char const*>(boost::hana::first(pair));
     known.push_back(key);
-    if (given.contains(key.c_str())) read_value(boost::hana::second(pair)(p), given[key.c_str()], fmt::format("{}.{}", where, key));
+    if (given.contains(key.c_str()))
+      read_value(boost::hana::second(pair)(p), given[key.c_str()], fmt::format("{}.{}", where, key));
   });
   for (auto item : given) {
     const std::string key = nb::cast<std::string>(nb::str(item.first));
@@ -95,14 +97,6 @@ nb::dict params_dict(const P& p) {
   return d;
 }
 
-template <class Instance>
-const auto& rotation_of(const Instance& inst) {
-  if constexpr (requires { inst.rotation; })
-    return inst.rotation;
-  else
-    return inst;
-}
-
 template <class E>
 builtin_encoding make_builtin(const nb::dict& given) {
   typename E::params p = E::default_params();
@@ -115,7 +109,7 @@ builtin_encoding make_builtin(const nb::dict& given) {
   b.described = detail::describe_params(p);
   b.params = params_dict(p);
   if constexpr (rotates_qk<typename E::instance>) {
-    const encoding_shape shape = shape_of(rotation_of(*inst));
+    const encoding_shape shape = shape_of(rotation_part(*inst));
     b.head_dim = shape.head_dim;
     b.num_axes = shape.num_axes;
     b.rotate = [inst](const cpu::rotate_qk_args& a, bool backward) { rotate_builtin_qk(*inst, a, backward); };
