@@ -3,6 +3,8 @@
 // args), on the same Q/K buffers as the RoPE cases (32 heads × 128, f32, in place): each against
 // the in-place memory pass with the same traffic, to say what each representation's arithmetic
 // costs above memory. Positions are the token indices (no position ids; every axis equal).
+// GRAPE-M's learnable and contextual rotations (cpu::grape_m_rotate_qk) run with one frequency
+// row per head, by integer positions (exact phases) and by float64 per-token phases.
 // GRAPE-A's lift (cpu::lift_qk) writes lifted copies of Q and K, head_dim + 2 channels a head, to
 // buffers of its own: its baseline is the copy into them with the two augmented constants.
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "cpu/encode_qk.hpp"
+#include "cpu/grape_m.hpp"
 #include "cpu/lift_qk.hpp"
 #include "grape/encodings/grape_a.hpp"
 #include "grape/encodings/grape_m.hpp"
@@ -23,7 +26,8 @@ namespace grape_bench {
 /// The representations measured, by case name.
 inline const std::vector<std::string>& representation_names() {
   static const std::vector<std::string> names = {"planes_instance", "planes_generic_body", "xpos_scaled_planes",
-                                                 "grape_m_rank2", "string_rope_skew", "grape_a_lift"};
+                                                 "grape_m_rank2", "string_rope_skew", "grape_a_lift",
+                                                 "grape_m_per_head_rows", "grape_m_contextual_phases"};
   return names;
 }
 
@@ -73,6 +77,36 @@ inline void run_lift(grape::cpu::rotate_qk_args args, lifted_buffers& b) {
   grape::cpu::lift_qk(grape_a, args, b.tensor(b.q), b.tensor(b.k));
 }
 
+/// GRAPE-M with a frequency row per head (RoPE's table, each head's scaled apart) and, when
+/// `contextual`, a float64 phase per token and head (a cumulative sum of rates below 1/16).
+inline void run_grape_m(const grape::cpu::rotate_qk_args& args, bool contextual) {
+  static const std::vector<double> freqs = [] {
+    std::vector<double> f;
+    const auto table = grape::rope_inv_freq(head_dim, 10000.0);
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (double theta : table) f.push_back(theta * (1.0 + 0.01 * static_cast<double>(h)));
+    return f;
+  }();
+  static std::vector<double> phases;
+  const std::int64_t tokens = args.batch * args.seq_len;
+  grape::cpu::grape_m_spec spec;
+  spec.head_dim = head_dim;
+  spec.planes = head_dim / 2;
+  spec.freqs = freqs.data();
+  spec.freq_rows = static_cast<int>(heads);
+  if (contextual) {
+    if (static_cast<std::int64_t>(phases.size()) != heads * tokens) {
+      phases.resize(static_cast<std::size_t>(heads * tokens));
+      for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t t = 0; t < tokens; ++t)
+          phases[h * tokens + t] = static_cast<double>(t) * (0.001 + 0.06 * static_cast<double>(h) / heads);
+    }
+    spec.phases = phases.data();
+    spec.phase_rows = static_cast<int>(heads);
+  }
+  grape::cpu::grape_m_rotate_qk(spec, args);
+}
+
 /// Runs one call of representation `name` on args (built once per process).
 inline void run_representation(const std::string& name, const grape::cpu::rotate_qk_args& args) {
   static const auto rope = grape::rope::make({head_dim, head_dim, 10000.0, 1.0});
@@ -90,6 +124,8 @@ inline void run_representation(const std::string& name, const grape::cpu::rotate
   else if (name == "planes_generic_body") grape::cpu::detail::run_instance(rope, args, false);
   else if (name == "xpos_scaled_planes") grape::cpu::rotate_qk(xpos, args);
   else if (name == "grape_m_rank2") grape::cpu::rotate_qk(grape_m, args);
+  else if (name == "grape_m_per_head_rows") run_grape_m(args, false);
+  else if (name == "grape_m_contextual_phases") run_grape_m(args, true);
   else grape::cpu::rotate_qk(string_rope, args);
 }
 

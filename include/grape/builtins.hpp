@@ -11,6 +11,7 @@
 #include "grape/encodings/grape_a_gated.hpp"
 #include "grape/encodings/grape_ap.hpp"
 #include "grape/encodings/grape_m.hpp"
+#include "grape/encodings/grape_m_contextual.hpp"
 #include "grape/encodings/learned_absolute.hpp"
 #include "grape/encodings/liere_2d.hpp"
 #include "grape/encodings/mrope.hpp"
@@ -26,6 +27,6 @@ namespace grape {
 inline constexpr auto builtin_encodings =
     boost::hana::tuple_t<rope, rope_interleaved, sinusoidal, learned_absolute, alibi, t5_buckets, xpos,
                          grape_m, grape_a, mrope, axial_2d, fox, string_rope, liere_2d, rope_alibi,
-                         grape_a_key_gated, grape_a_qk_gated, grape_ap_relative>;
+                         grape_a_key_gated, grape_a_qk_gated, grape_ap_relative, grape_m_contextual>;
 
 }  // namespace grape

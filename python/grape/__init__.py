@@ -22,12 +22,14 @@ from ._grape import (AlibiEncoding, BuiltinEncoding, GrapeError, RotaryCache, Ro
 from . import _grape
 from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, inspect, list
 from ._attention import attention, attention_backward, attention_decode
+from ._grape_m import grape_m_param_grads, grape_m_rotate_qk, grape_m_rotate_qk_backward
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
            "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
            "fox_bias", "grape_a_bias", "add_sinusoidal", "t5", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
-           "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding"]
+           "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding",
+           "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads"]
 
 
 def encoding(name, **params):

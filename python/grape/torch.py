@@ -170,6 +170,52 @@ def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
     return _RotateQK.apply(q, k, inv_freq, encoding, positions, offsets)
 
 
+class _GrapeMRotate(_torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, q, k, freqs, phases, positions, offsets, layout, angle_sign):
+        q_out, k_out = _grape.grape_m_rotate_qk(q, k, freqs, phases=phases, positions=positions, offsets=offsets,
+                                                layout=layout, angle_sign=angle_sign)
+        ctx.meta = dict(positions=positions, offsets=offsets, layout=layout, angle_sign=angle_sign)
+        ctx.save_for_backward(q, k, freqs, phases)
+        return q_out, k_out
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_k):
+        q, k, freqs, phases = ctx.saved_tensors
+        grad_q, grad_k = _like(grad_q, q), _like(grad_k, k)
+        dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, **ctx.meta)
+        d_freqs = d_phases = None
+        want_freqs = ctx.needs_input_grad[2]
+        want_phases = phases is not None and ctx.needs_input_grad[3]
+        if want_freqs or want_phases:
+            gf, gp = _grape.grape_m_param_grads(q, k, grad_q, grad_k, freqs, phases=phases, **ctx.meta)
+            if want_freqs:
+                d_freqs = _torch.from_numpy(gf).to(dtype=freqs.dtype, device=freqs.device)
+            if want_phases:
+                d_phases = _torch.from_numpy(_np_contiguous(gp)).to(dtype=phases.dtype, device=phases.device)
+        return dq, dk, d_freqs, d_phases, None, None, None, None
+
+
+def _np_contiguous(a):
+    import numpy as np
+    return np.ascontiguousarray(a)
+
+
+def grape_m_rotate_qk(q, k, freqs, phases=None, positions=None, offsets=None, layout="half_split", angle_sign=1):
+    """Differentiable grape.grape_m_rotate_qk (GRAPE-M, learnable frequencies and contextual phases):
+    returns (q_rot, k_rot); the backward gives dL/dq, dL/dk, dL/dfreqs ([planes] or [key_heads,
+    planes]) and dL/dphases (shaped like phases), accumulated in float64. Train log-frequencies as
+    the authors do with freqs = torch.exp(log_freq / scale); contextual phases are the exclusive
+    cumulative sum of the model's omega, so their gradient flows on into it. angle_sign=-1: the
+    authors' sign (grape.grape_m_rotate_qk)."""
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if k.stride(-1) != 1:
+        k = k.contiguous()
+    return _GrapeMRotate.apply(q, k, freqs, phases, positions, offsets, layout, angle_sign)
+
+
 class _AlibiBias(_torch.autograd.Function):
 
     @staticmethod

@@ -123,6 +123,15 @@ const float* float32_values(const array& a, std::int64_t count, const char* name
   return static_cast<const float*>(a.data());
 }
 
+double* float64_values(const array& a, std::int64_t count, const char* name) {
+  require_cpu(a, name);
+  if (a.dtype() != nb::dtype<double>())
+    throw input_error(fmt::format("{}: dtype must be float64 (got {})", name, dtype_name(a.dtype())));
+  if (element_count(a) != count || !c_contiguous(a))
+    throw input_error(fmt::format("{}: must hold {} values, C-contiguous (got shape {})", name, count, shape_of(a)));
+  return static_cast<double*>(a.data());
+}
+
 const std::int64_t* int64_values(const array& a, std::int64_t count, const char* name) {
   require_cpu(a, name);
   if (a.dtype() != nb::dtype<std::int64_t>())

@@ -52,6 +52,9 @@ std::int64_t addressable_span(const array& a);
 /// float32, C-contiguous, exactly `count` values.
 const float* float32_values(const array& a, std::int64_t count, const char* name);
 
+/// float64, C-contiguous, exactly `count` values (writable: an output the caller allocated).
+double* float64_values(const array& a, std::int64_t count, const char* name);
+
 /// int64, C-contiguous, exactly `count` values.
 const std::int64_t* int64_values(const array& a, std::int64_t count, const char* name);
 

@@ -22,13 +22,13 @@ namespace grape::python {
 namespace nb = nanobind;
 using namespace nb::literals;
 
-namespace {
-
 layout_kind layout_from(const std::string& name) {
   if (name == "half_split") return layout_kind::half_split;
   if (name == "interleaved") return layout_kind::interleaved;
   throw input_error(fmt::format("layout: must be 'half_split' or 'interleaved' (got '{}')", name));
 }
+
+namespace {
 
 /// A float64 NumPy array that owns a copy of `values`.
 nb::ndarray<nb::numpy, double, nb::ndim<1>> numpy_copy(const std::vector<double>& values) {

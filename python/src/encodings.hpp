@@ -31,6 +31,9 @@ struct t5_encoding {
   std::vector<double> table;   // [num_buckets, heads], the learned bias per bucket and head
 };
 
+/// "half_split" or "interleaved"; anything else is an input_error naming `layout`.
+layout_kind layout_from(const std::string& name);
+
 void bind_encodings(nanobind::module_& m);
 
 }  // namespace grape::python

@@ -11,6 +11,7 @@ void bind_bias(nanobind::module_& m);
 void bind_fused(nanobind::module_& m);
 void bind_attention(nanobind::module_& m);
 void bind_builtin_encodings(nanobind::module_& m);
+void bind_grape_m(nanobind::module_& m);
 }  // namespace grape::python
 
 NB_MODULE(_grape, m) {
@@ -26,4 +27,5 @@ NB_MODULE(_grape, m) {
   grape::python::bind_bias(m);
   grape::python::bind_attention(m);
   grape::python::bind_builtin_encodings(m);
+  grape::python::bind_grape_m(m);
 }

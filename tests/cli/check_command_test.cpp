@@ -38,7 +38,7 @@ TEST(CheckCommand, ListNamesEveryBuiltinWithItsClaims) {
   const auto r = run_grape("list --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j.size(), 18u);
+  ASSERT_EQ(j.size(), 19u);
   bool saw_alibi = false;
   for (const auto& e : j) {
     EXPECT_FALSE(e["claims"].empty()) << e.dump();

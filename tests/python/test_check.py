@@ -6,7 +6,7 @@ import grape
 
 def test_list_names_every_builtin_with_its_claims():
     infos = {e.name: e for e in grape.list()}
-    assert len(infos) == 18
+    assert len(infos) == 19
     assert "relative" in infos["rope"].claims
     assert "relative" not in infos["sinusoidal"].claims  # an absolute encoding claims no relative law
     assert infos["alibi"].injection and infos["rope"].group == "translation<1>"

@@ -30,6 +30,7 @@ GRAPE_DECLARE_CHECK(rope_alibi)
 GRAPE_DECLARE_CHECK(grape_a_key_gated)
 GRAPE_DECLARE_CHECK(grape_a_qk_gated)
 GRAPE_DECLARE_CHECK(grape_ap_relative)
+GRAPE_DECLARE_CHECK(grape_m_contextual)
 GRAPE_DECLARE_CHECK(rotary_table<layout_kind::half_split>)
 GRAPE_DECLARE_CHECK(rotary_table<layout_kind::interleaved>)
 }  // namespace grape

@@ -9,7 +9,8 @@
 //   double score(int head, const double* q, const double* k, c_m, c_n) const;
 // and, where a representation is involved, representation(head).
 // Models: rotate_qk<layout> (rotate Q and K), lift_qk (augmented unipotent lift), score_bias<B>
-// (b(m, n) added to the logit), add_embedding<T> (added to the input), compose<A, B>. The set is
+// (b(m, n) added to the logit), add_embedding<T> (added to the input), compose<A, B>,
+// rotate_by_phase (per-token real phases). The set is
 // open: a new injection is a new tag type; the checker reads what a law needs from the instance
 // (an embedding table, a content-dependent bias_type), never from a list of kinds.
 #include <concepts>

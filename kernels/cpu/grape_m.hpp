@@ -1,0 +1,55 @@
+#pragma once
+// GRAPE-M's learnable and contextual rotations on Q and K (the GRAPE paper's multiplicative
+// encodings as its authors train them): plane j of a head turns by p·θ[r, j], where
+//   θ[r, ·]  is the head's frequency row: one row shared by every head, or one row per key head
+//            (a query head takes the row of the key head it attends with, so GQA keeps the law);
+//   p        is the token's integer position (position ids, offsets or its index, as rotate_qk
+//            takes them: "non-contextual" GRAPE-M) or its real phase Φ[r', t] (contextual GRAPE-M:
+//            Φ_t = Σ_{τ<t} ω_τ, one row shared or one per key head).
+// Scores depend on p_n − p_m only, per head: the relative law in Z for positions, in R for phases.
+//
+// Addressing, dtypes, positions and errors are rotate_qk's (rotate_qk.hpp): grape::input_error
+// names the argument, and nothing is written then. Sign: Hugging Face's (y₀ = x₀cos − x₁sin) by
+// default; angle_sign = −1 turns by −angle as the authors' apply_rotary_emb does, so a model trained
+// with their code gets the same outputs from the same parameters (docs/grape-paper.md).
+//
+// Precision. Integer positions: each row runs rotate_qk's kernels, exact phases. Real phases: the
+// angle Φ·θ is formed in float64 and reduced to a turn fraction, whose cos/sin are rotate_qk's, so
+// the angle error is about |Φθ|·2⁻⁵², not float32's |Φθ|·2⁻²⁴ (docs/precision.md). The gradients
+// take cos/sin in float64 and accumulate in float64.
+#include <cstdint>
+
+#include "cpu/rotate_qk.hpp"
+#include "grape/math/rotate.hpp"
+
+namespace grape::cpu {
+
+struct grape_m_spec {
+  int head_dim = 0;
+  int planes = 0;                               // rotated channels = 2·planes <= head_dim
+  math::layout_kind layout = math::layout_kind::half_split;
+  const double* freqs = nullptr;                // [freq_rows, planes] θ, radians per unit of p
+  int freq_rows = 1;                            // 1 or the key heads
+  const double* phases = nullptr;               // [phase_rows, total_tokens] Φ; nullptr: integer p
+  int phase_rows = 1;                           // 1 or the key heads
+  int angle_sign = 1;                           // +1, or −1: every plane turns by −p·θ
+};
+
+/// Rotates Q and K (args as for rotate_qk; qk_norm, kv_cache and cache must be null, and with
+/// phases so must position_ids and offsets).
+void grape_m_rotate_qk(const grape_m_spec& spec, const rotate_qk_args& args);
+
+/// Backward: reads dL/d(out) from `in`, writes dL/d(in) to `out` (rotation by −angle).
+void grape_m_rotate_qk_backward(const grape_m_spec& spec, const rotate_qk_args& args);
+
+/// dL/dθ [freq_rows, planes] and, with phases, dL/dΦ [phase_rows, total_tokens]; `forward`
+/// describes the forward call (inputs x in q.in / k.in), grad_q / grad_k hold dL/d(out) with the
+/// same strides. Either output may be null (not computed); both are overwritten, not added to.
+struct grape_m_grads {
+  double* freqs = nullptr;
+  double* phases = nullptr;
+};
+void grape_m_param_grads(const grape_m_spec& spec, const rotate_qk_args& forward, const void* grad_q,
+                         const void* grad_k, grape_m_grads out);
+
+}  // namespace grape::cpu
