@@ -81,12 +81,12 @@ void rotate_as_spec(const grape_m_spec& s, const rotate_qk_args& args, bool back
 
 // ---- the token body: per-head rows, real phases, and the parameter gradients ------------------
 
-struct phase_plan {
+struct token_plan {
   detail::owned_plan owned;
   head_groups heads;
 };
 
-phase_plan plan_phases(const grape_m_spec& s, const rotate_qk_args& args, head_groups g) {
+token_plan plan_tokens(const grape_m_spec& s, const rotate_qk_args& args, head_groups g) {
   if (s.phases != nullptr && (args.position_ids != nullptr || args.offsets != nullptr))
     fail("positions, offsets: contextual GRAPE-M turns by its phases; pass neither");
   encoding_shape shape;
@@ -94,7 +94,7 @@ phase_plan plan_phases(const grape_m_spec& s, const rotate_qk_args& args, head_g
   shape.head_dim = s.head_dim;
   shape.rotary_dim = 2 * s.planes;
   shape.q_layout = shape.k_layout = s.layout;
-  phase_plan p{detail::make_instance_plan(shape, args), g};
+  token_plan p{detail::make_instance_plan(shape, args), g};
   const std::int64_t tokens = p.owned.plan.total_tokens;
   if (s.phases != nullptr)
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(s.phase_rows) * tokens; ++i)
@@ -135,7 +135,7 @@ inline math::phase_t phase_of(double p, double theta_turns) {
 }
 
 template <class Storage>
-void rotate_phases(const grape_m_spec& s, const phase_plan& pp, float sin_sign) {
+void rotate_tokens(const grape_m_spec& s, const token_plan& pp, float sin_sign) {
   const detail::rotate_plan& p = pp.owned.plan;
   const int n = p.threads > 0 ? p.threads : detail::max_threads();
   std::vector<double> theta_turns(static_cast<std::size_t>(s.freq_rows) * s.planes);
@@ -204,7 +204,7 @@ void rotate_phases(const grape_m_spec& s, const phase_plan& pp, float sin_sign) 
 /// φ = Φ·θ, so dL/dθ gathers Φ·dL/dφ over tokens and heads, dL/dΦ gathers θ·dL/dφ over planes
 /// and heads. A token belongs to one thread: its dΦ entries are written, not accumulated.
 template <class Storage>
-void phase_grads(const grape_m_spec& s, const phase_plan& pp, const void* grad_q, const void* grad_k,
+void param_grads_of(const grape_m_spec& s, const token_plan& pp, const void* grad_q, const void* grad_k,
                  grape_m_grads out) {
   const detail::rotate_plan& p = pp.owned.plan;
   const int rd = 2 * s.planes;
@@ -267,19 +267,19 @@ void by_dtype(dtype type, A&&... a) {
 
 template <class S>
 struct rotate_body {
-  static void run(const grape_m_spec& s, const phase_plan& pp, float sign) { rotate_phases<S>(s, pp, sign); }
+  static void run(const grape_m_spec& s, const token_plan& pp, float sign) { rotate_tokens<S>(s, pp, sign); }
 };
 template <class S>
 struct grads_body {
-  static void run(const grape_m_spec& s, const phase_plan& pp, const void* gq, const void* gk, grape_m_grads o) {
-    phase_grads<S>(s, pp, gq, gk, o);
+  static void run(const grape_m_spec& s, const token_plan& pp, const void* gq, const void* gk, grape_m_grads o) {
+    param_grads_of<S>(s, pp, gq, gk, o);
   }
 };
 
 void rotate(const grape_m_spec& s, const rotate_qk_args& args, bool backward) {
   const head_groups g = check_spec(s, args);
   if (is_rotary_spec(s)) return rotate_as_spec(s, args, backward);
-  const phase_plan pp = plan_phases(s, args, g);
+  const token_plan pp = plan_tokens(s, args, g);
   by_dtype<rotate_body>(args.type, s, pp, static_cast<float>(backward ? -s.angle_sign : s.angle_sign));
 }
 
@@ -300,7 +300,7 @@ void grape_m_param_grads(const grape_m_spec& s, const rotate_qk_args& forward, c
   args.k.out = const_cast<void*>(args.k.in);
   if (s.phases == nullptr && out.phases != nullptr)
     fail("phases: integer positions have no phase gradient; pass null");
-  const phase_plan pp = plan_phases(s, args, g);
+  const token_plan pp = plan_tokens(s, args, g);
   by_dtype<grads_body>(args.type, s, pp, grad_q, grad_k, out);
 }
 

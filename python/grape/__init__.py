@@ -29,7 +29,8 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
            "fox_bias", "grape_a_bias", "add_sinusoidal", "t5", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
            "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding",
-           "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads"]
+           "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads", "grape_ap_bias",
+           "grape_ap_bias_grad"]
 
 
 def encoding(name, **params):
@@ -222,6 +223,24 @@ def grape_a_bias(omega, key_gate, query_gate=None, threads=0):
     gates float32 [heads, seq_len] (softplus outputs) -> float32 [heads, seq_len, seq_len]."""
     return _grape._grape_a_tile(_float32(omega), _float32(key_gate),
                                 None if query_gate is None else _float32(query_gate), threads)
+
+
+def grape_ap_bias(projections, norm_eps=1e-6, threads=0):
+    """GRAPE-AP's path-integral tile with both sides rotated (grape_ap_relative):
+    b_h(m, n) = sum_{n<l<=m} slope_h * log sigmoid(<p_m, R(l - m) p^_l> / P), -inf above the diagonal,
+    p^ = p / sqrt(mean(p^2) + norm_eps). projections float32 [heads, seq_len, P] -> float32
+    [heads, seq_len, seq_len], each entry summed in float64 and rounded once."""
+    return _grape._grape_ap_tile(_float32(projections), norm_eps, threads)
+
+
+def grape_ap_bias_grad(projections, grad_tile, norm_eps=1e-6):
+    """dL/d projections (float64 [heads, seq_len, P]) from dL/d(grape_ap_bias tile) ([heads, seq_len,
+    seq_len]; the entries above the diagonal are not read). Float64 throughout."""
+    import numpy as np
+    p = _float32(projections)
+    out = np.empty(p.shape, dtype=np.float64)
+    _grape._grape_ap_grad(p, norm_eps, _float32(grad_tile), out)
+    return out
 
 
 def add_sinusoidal(x, positions, base=10000.0, threads=0):

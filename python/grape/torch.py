@@ -313,6 +313,39 @@ def grape_a_bias(omega, key_gate, query_gate=None, causal_mask_value=float("-inf
     return _GrapeABias.apply(omega, key_gate, query_gate, causal_mask_value)
 
 
+class _GrapeAPBias(_torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, projections, norm_eps, causal_mask_value):
+        shape = projections.shape  # [..., heads, seq, P]
+        flat = projections.detach().to(_torch.float32).cpu().reshape(-1, *shape[-3:])
+        tiles = _torch.stack([_torch.from_numpy(_grape.grape_ap_bias(f.numpy(), norm_eps)) for f in flat])
+        t = shape[-2]
+        if causal_mask_value != float("-inf"):
+            tiles = tiles.masked_fill(_torch.ones(t, t, dtype=_torch.bool).triu(1), causal_mask_value)
+        ctx.save_for_backward(projections)
+        ctx.norm_eps = norm_eps
+        return tiles.reshape(*shape[:-1], t).to(device=projections.device, dtype=projections.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_tile):
+        (projections,) = ctx.saved_tensors
+        shape = projections.shape
+        flat_p = projections.detach().to(_torch.float32).cpu().reshape(-1, *shape[-3:])
+        flat_g = grad_tile.detach().to(_torch.float32).cpu().reshape(-1, shape[-3], shape[-2], shape[-2])
+        grads = [_torch.from_numpy(_grape.grape_ap_bias_grad(p.numpy(), g.numpy(), ctx.norm_eps))
+                 for p, g in zip(flat_p, flat_g)]
+        d = _torch.stack(grads).reshape(shape)
+        return d.to(device=projections.device, dtype=projections.dtype), None, None
+
+
+def grape_ap_bias(projections, norm_eps=1e-6, causal_mask_value=float("-inf")):
+    """GRAPE-AP's path-integral bias from grape's kernel (grape_ap_relative: both sides rotated):
+    projections [..., heads, seq, P] -> [..., heads, seq, seq], causal_mask_value above the diagonal;
+    differentiable in the projections (the backward in float64, grape.grape_ap_bias_grad)."""
+    return _GrapeAPBias.apply(projections, norm_eps, causal_mask_value)
+
+
 class _Attention(_torch.autograd.Function):
 
     @staticmethod

@@ -1,5 +1,5 @@
-// Score-bias tiles (ALiBi, T5 buckets, FoX, GRAPE-A's gated bias), the ALiBi slope gradient and the sinusoidal
-// embedding, on arrays. The tiles are new float32 NumPy arrays [heads, q_len, k_len].
+// Score-bias tiles (ALiBi, T5 buckets, FoX, GRAPE-A's gated bias, GRAPE-AP's path integral), the ALiBi slope and
+// GRAPE-AP projection gradients and the sinusoidal embedding, on arrays. The tiles are new float32 NumPy arrays [heads, q_len, k_len].
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -12,6 +12,7 @@
 #include "arrays.hpp"
 #include "cpu/embedding.hpp"
 #include "cpu/encode_bias_paper.hpp"
+#include "cpu/path_integral_grad.hpp"
 #include "cpu/score_bias.hpp"
 #include "grape/detail/error.hpp"
 
@@ -50,6 +51,17 @@ std::vector<double> finite_doubles(const array& a, std::int64_t count, const cha
   for (std::int64_t i = 0; i < count; ++i)
     if (!std::isfinite(out[i])) throw input_error(fmt::format("{}[{}]: must be finite (got {})", name, i, out[i]));
   return out;
+}
+
+/// GRAPE-AP's bias data from projections [heads, seq_len, p_dim] (float32).
+path_integral_bias path_integral_of(const array& projections, double norm_eps) {
+  if (projections.ndim() != 3) throw input_error("projections: shape must be [heads, seq_len, p_dim]");
+  const auto heads = static_cast<std::int64_t>(projections.shape(0));
+  const auto seq = static_cast<std::int64_t>(projections.shape(1));
+  const auto p_dim = static_cast<std::int64_t>(projections.shape(2));
+  if (heads < 1 || seq < 1) throw input_error("projections: heads and seq_len must be >= 1");
+  return detail::make_path_integral_bias(static_cast<int>(heads), static_cast<int>(p_dim), norm_eps,
+                                         finite_doubles(projections, heads * seq * p_dim, "projections"));
 }
 
 }  // namespace
@@ -132,6 +144,42 @@ void bind_bias(nb::module_& m) {
           return t.array;
         },
         "omega"_a, "key_gate"_a, "query_gate"_a = nb::none(), "threads"_a = 0, nb::rv_policy::automatic);
+
+  m.def("_grape_ap_tile",
+        [](const array& projections, double norm_eps, int threads) {
+          const path_integral_bias b = path_integral_of(projections, norm_eps);
+          new_tile t = make_tile(b.num_heads, 0, b.length, 0, b.length, threads);
+          {
+            nb::gil_scoped_release release;
+            cpu::bias_tile_of(bias_instance<path_integral_bias>{b, 0}, t.tile);
+          }
+          return t.array;
+        },
+        "projections"_a, "norm_eps"_a, "threads"_a = 0, nb::rv_policy::automatic);
+
+  m.def("_grape_ap_grad",
+        [](const array& projections, double norm_eps, const array& grad_tile, const array& grad_projections) {
+          const path_integral_bias b = path_integral_of(projections, norm_eps);
+          if (grad_tile.ndim() != 3 || static_cast<std::int64_t>(grad_tile.shape(0)) != b.num_heads ||
+              static_cast<std::int64_t>(grad_tile.shape(1)) != b.length ||
+              static_cast<std::int64_t>(grad_tile.shape(2)) != b.length)
+            throw input_error(fmt::format("grad_tile: shape must be [heads, seq_len, seq_len] = [{}, {}, {}]",
+                                          b.num_heads, b.length, b.length));
+          const std::int64_t n = b.num_heads * b.length * b.length;
+          const float* g = float32_values(grad_tile, n, "grad_tile");
+          std::vector<double> grad(g, g + n);
+          // The entries above the diagonal (masked logits) are never read; the others must be finite.
+          for (std::int64_t i = 0; i < n; ++i) {
+            const std::int64_t col = i % b.length, row = (i / b.length) % b.length;
+            if (col <= row && !std::isfinite(grad[i]))
+              throw input_error(fmt::format("grad_tile[{}][{}][{}]: must be finite (got {})", i / (b.length * b.length),
+                                            row, col, grad[i]));
+          }
+          double* out = float64_values(grad_projections, b.num_heads * b.length * b.dim, "grad_projections");
+          nb::gil_scoped_release release;
+          cpu::path_integral_grad(b, norm_eps, grad.data(), out);
+        },
+        "projections"_a, "norm_eps"_a, "grad_tile"_a, "grad_projections"_a);
 
   m.def("_add_sinusoidal",
         [](const array& x, const array& positions, double base, int threads) {

@@ -1,4 +1,7 @@
-"""Shared by the Python tests: an independent float64 RoPE (the formulas, not grape's code)."""
+"""Shared by the Python tests: an independent float64 RoPE (the formulas, not grape's code), the ALiBi
+paper's slopes, and the tolerance check of the reference-matching suites."""
+import math
+
 import numpy as np
 
 
@@ -23,3 +26,26 @@ def rope_reference(x, inv_freq, positions, layout="half_split", attention_factor
 
 def default_inv_freq(rotary_dim, base=10000.0):
     return 1.0 / base ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
+
+
+def alibi_paper_slopes(n):
+    """The ALiBi paper's get_slopes: the power-of-two rule, other head counts interleaved."""
+    def power_of_two(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return power_of_two(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_two(closest) + alibi_paper_slopes(2 * closest)[0::2][:n - closest]
+
+
+def assert_close(got, want, tol, what, floor=1.0):
+    """Tensors: max |got - want| <= tol * max(floor, max |want|) over the finite entries of want, and
+    the non-finite entries (masked logits) in the same places."""
+    import torch
+    got, want = got.double(), want.double()
+    finite = torch.isfinite(want)
+    assert torch.equal(finite, torch.isfinite(got)), what + ": masked entries differ"
+    err = (got[finite] - want[finite]).abs().max().item() if finite.any() else 0.0
+    bound = tol * max(floor, want[finite].abs().max().item() if finite.any() else 0.0)
+    assert err <= bound, "%s: max error %.3g > %.3g" % (what, err, bound)

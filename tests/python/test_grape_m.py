@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import grape
+from conftest import assert_close
 from grape.torch import grape_m_rotate_qk
 
 OMEGA_SCALE = 16.0   # ctx_omega_scale, the authors' default
@@ -122,13 +123,6 @@ def grape_path(case):
     return t, q_rot.detach(), k_rot.detach(), out.detach()
 
 
-def close(got, want, tol, what):
-    got, want = got.double(), want.double()
-    err = (got - want).abs().max().item() if got.numel() else 0.0
-    bound = tol * max(1.0, want.abs().max().item() if want.numel() else 0.0)
-    assert err <= bound, "%s: max error %.3g > %.3g" % (what, err, bound)
-
-
 VARIANTS = [(per_head, contextual) for per_head in (False, True) for contextual in (False, True)]
 
 
@@ -140,11 +134,11 @@ def test_matches_the_authors_formulas(seq, heads, dim, per_head, contextual):
     case = make_case(seq, heads, dim, per_head, contextual, seed=seq * 1000 + heads * 10 + dim)
     ref, ref_q, ref_k, ref_out, angle = reference_path(case)
     ours, q_rot, k_rot, out = grape_path(case)
-    close(q_rot, ref_q, 2e-6, "rotated q")
-    close(k_rot, ref_k, 2e-6, "rotated k")
-    close(out, ref_out, 2e-5, "attention output")
+    assert_close(q_rot, ref_q, 2e-6, "rotated q")
+    assert_close(k_rot, ref_k, 2e-6, "rotated k")
+    assert_close(out, ref_out, 2e-5, "attention output")
     for name in ("q", "k", "v", "log_freq") + (("w", "b", "x") if contextual else ()):
-        close(ours[name].grad, ref[name].grad, 2e-4, "dL/d" + name)
+        assert_close(ours[name].grad, ref[name].grad, 2e-4, "dL/d" + name, floor=1e-9)
 
 
 def test_the_default_sign_is_hugging_faces():
@@ -155,12 +149,12 @@ def test_the_default_sign_is_hugging_faces():
     freqs = torch.exp(case["log_freq"].double() / case["scale"])
     phases = authors_phase(case["x"].double(), case["w"].double(), case["b"].double())
     q, k = grape.grape_m_rotate_qk(case["q"], case["k"], freqs, phases=phases)
-    close(q, authors_apply_rotary(case["q"].double(), angle.cos(), -angle.sin()), 2e-6, "q")
-    close(k, authors_apply_rotary(case["k"].double(), angle.cos(), -angle.sin()), 2e-6, "k")
+    assert_close(q, authors_apply_rotary(case["q"].double(), angle.cos(), -angle.sin()), 2e-6, "q")
+    assert_close(k, authors_apply_rotary(case["k"].double(), angle.cos(), -angle.sin()), 2e-6, "k")
     q_neg, _ = grape.grape_m_rotate_qk(case["q"], case["k"], -freqs, phases=phases, angle_sign=-1)
-    close(q_neg, q, 1e-6, "q with -theta and the authors' sign")
+    assert_close(q_neg, q, 1e-6, "q with -theta and the authors' sign")
     with pytest.raises(AssertionError):  # the sign is not a detail: the authors' outputs differ
-        close(q, authors_apply_rotary(case["q"].double(), angle.cos(), angle.sin()), 2e-6, "q")
+        assert_close(q, authors_apply_rotary(case["q"].double(), angle.cos(), angle.sin()), 2e-6, "q")
 
 
 def test_grouped_query_heads_take_their_key_heads_row():
@@ -174,10 +168,10 @@ def test_grouped_query_heads_take_their_key_heads_row():
     for h in range(6):
         angle = torch.from_numpy(phases[..., h // 3, None] * freqs[h // 3])
         want = authors_apply_rotary(torch.from_numpy(q[:, :, h]).double(), angle.cos(), -angle.sin())
-        close(torch.from_numpy(q_rot[:, :, h]), want, 2e-6, "q head %d" % h)
+        assert_close(torch.from_numpy(q_rot[:, :, h]), want, 2e-6, "q head %d" % h)
     angle = torch.from_numpy(phases[..., None] * freqs[None, None])
     want = authors_apply_rotary(torch.from_numpy(k).double(), angle.cos(), -angle.sin())
-    close(torch.from_numpy(k_rot), want, 2e-6, "k")
+    assert_close(torch.from_numpy(k_rot), want, 2e-6, "k")
 
 
 def test_integer_positions_and_offsets_follow_rotate_qk():
@@ -191,7 +185,7 @@ def test_integer_positions_and_offsets_follow_rotate_qk():
     for h in range(4):
         angle = torch.from_numpy(pos[..., None] * freqs[h])
         want = authors_apply_rotary(torch.from_numpy(q[:, :, h]).double(), angle.cos(), -angle.sin())
-        close(torch.from_numpy(q_rot[:, :, h]), want, 4e-6, "q head %d" % h)
+        assert_close(torch.from_numpy(q_rot[:, :, h]), want, 4e-6, "q head %d" % h)
 
 
 def test_large_phases_keep_float32_accuracy():
@@ -204,7 +198,7 @@ def test_large_phases_keep_float32_accuracy():
     q_rot, _ = grape.grape_m_rotate_qk(q, None, freqs, phases=phases)
     angle = torch.from_numpy(phases[..., None, None] * freqs)
     want = authors_apply_rotary(torch.from_numpy(q).double(), angle.cos(), -angle.sin())
-    close(torch.from_numpy(q_rot), want, 4e-6, "q")
+    assert_close(torch.from_numpy(q_rot), want, 4e-6, "q")
     f32 = torch.from_numpy(phases).float()[..., None] * torch.tensor(0.9, dtype=torch.float32)
     assert (f32.double() - torch.from_numpy(phases)[..., None] * 0.9).abs().max() > 1e-3
 
