@@ -13,7 +13,8 @@
 // default; angle_sign = −1 turns by −angle as the authors' apply_rotary_emb does, so a model trained
 // with their code gets the same outputs from the same parameters (docs/grape-paper.md).
 //
-// Precision. Integer positions: each row runs rotate_qk's kernels, exact phases. Real phases: the
+// Precision. Integer positions: exact phases, m·f mod 2^64 from each row's turn fractions, with
+// rotate_qk's sine and cosine (one shared row of θ >= 0 runs rotate_qk itself). Real phases: the
 // angle Φ·θ is formed in float64 and reduced to a turn fraction, whose cos/sin are rotate_qk's, so
 // the angle error is about |Φθ|·2⁻⁵², not float32's |Φθ|·2⁻²⁴ (docs/precision.md). The gradients
 // take cos/sin in float64 and accumulate in float64.
