@@ -138,11 +138,13 @@ template <class Storage>
 void rotate_tokens(const grape_m_spec& s, const token_plan& pp, float sin_sign) {
   const detail::rotate_plan& p = pp.owned.plan;
   const int n = p.threads > 0 ? p.threads : detail::max_threads();
-  std::vector<double> theta_turns(static_cast<std::size_t>(s.freq_rows) * s.planes);
-  for (std::size_t i = 0; i < theta_turns.size(); ++i) theta_turns[i] = s.freqs[i] / (2 * std::numbers::pi);
   // Integer positions: exact turn fractions, as rotate_qk's (the phase of m is m·f mod 2^64).
-  std::vector<math::phase_t> fractions(theta_turns.size());
+  // Real phases: θ/2π in float64, for phase_of.
+  const std::size_t count = static_cast<std::size_t>(s.freq_rows) * s.planes;
+  std::vector<math::phase_t> fractions(s.phases == nullptr ? count : 0);
+  std::vector<double> theta_turns(s.phases == nullptr ? 0 : count);
   for (std::size_t i = 0; i < fractions.size(); ++i) fractions[i] = math::turn_fraction_of(s.freqs[i]);
+  for (std::size_t i = 0; i < theta_turns.size(); ++i) theta_turns[i] = s.freqs[i] / (2 * std::numbers::pi);
 #pragma omp parallel num_threads(n)
   {
     std::vector<float> c(s.planes), sf(s.planes), x(p.head_dim);

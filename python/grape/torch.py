@@ -235,15 +235,27 @@ def alibi_bias(slopes, q_len, k_len, q_start=0, k_start=0):
     return _AlibiBias.apply(slopes, q_len, k_len, q_start, k_start)
 
 
-def _tiles_per_sequence(tile_of, gates, *more):
-    """tile_of(gates[n], *more[n]) (float32 NumPy [heads, seq] each, None passes through) for every
-    leading index n of [..., heads, seq] tensors, stacked to a float32 [..., heads, seq, seq]."""
+def _tiles_per_sequence(tile_of, gates, *more, sequence_dims=2):
+    """tile_of(gates[n], *more[n]) (float32 NumPy [heads, seq] each, or [heads, seq, P] with
+    sequence_dims=3; None passes through) for every leading index n of the tensors, stacked to a
+    float32 [..., heads, seq, seq]."""
     shape = gates.shape
-    flat = [None if g is None else g.detach().to(_torch.float32).cpu().reshape(-1, *shape[-2:])
+    lead = shape[:len(shape) - sequence_dims]
+    flat = [None if g is None else g.detach().to(_torch.float32).cpu().reshape(-1, *g.shape[len(lead):])
             for g in (gates, *more)]
     tiles = [_torch.from_numpy(tile_of(*(None if f is None else f[n].numpy() for f in flat)))
              for n in range(flat[0].shape[0])]
-    return _torch.stack(tiles).reshape(*shape, shape[-1])
+    heads, seq = shape[len(lead)], shape[len(lead) + 1]
+    return _torch.stack(tiles).reshape(*lead, heads, seq, seq)
+
+
+def _mask_after_the_query(tile, value):
+    """The tile with `value` above the diagonal (keys after the query), unless value is -inf (the
+    kernels' own mask)."""
+    if value == float("-inf"):
+        return tile
+    t = tile.shape[-1]
+    return tile.masked_fill(_torch.ones(t, t, dtype=_torch.bool).triu(1), value)
 
 
 class _FoxBias(_torch.autograd.Function):
@@ -277,10 +289,9 @@ class _GrapeABias(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, omega, key_gate, query_gate, causal_mask_value):
         om = omega.detach().to(_torch.float32).cpu().numpy()
-        tile = _tiles_per_sequence(lambda kg, qg: _grape.grape_a_bias(om, kg, qg), key_gate, query_gate)
-        t = key_gate.shape[-1]
-        if causal_mask_value != float("-inf"):
-            tile = tile.masked_fill(_torch.ones(t, t, dtype=_torch.bool).triu(1), causal_mask_value)
+        tile = _mask_after_the_query(
+            _tiles_per_sequence(lambda kg, qg: _grape.grape_a_bias(om, kg, qg), key_gate, query_gate),
+            causal_mask_value)
         ctx.save_for_backward(omega, key_gate, query_gate if query_gate is not None else key_gate.new_empty(0))
         ctx.has_query_gate = query_gate is not None
         return tile.to(device=key_gate.device, dtype=key_gate.dtype)
@@ -317,15 +328,12 @@ class _GrapeAPBias(_torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, projections, norm_eps, causal_mask_value):
-        shape = projections.shape  # [..., heads, seq, P]
-        flat = projections.detach().to(_torch.float32).cpu().reshape(-1, *shape[-3:])
-        tiles = _torch.stack([_torch.from_numpy(_grape.grape_ap_bias(f.numpy(), norm_eps)) for f in flat])
-        t = shape[-2]
-        if causal_mask_value != float("-inf"):
-            tiles = tiles.masked_fill(_torch.ones(t, t, dtype=_torch.bool).triu(1), causal_mask_value)
+        tiles = _mask_after_the_query(
+            _tiles_per_sequence(lambda p: _grape.grape_ap_bias(p, norm_eps), projections, sequence_dims=3),
+            causal_mask_value)
         ctx.save_for_backward(projections)
         ctx.norm_eps = norm_eps
-        return tiles.reshape(*shape[:-1], t).to(device=projections.device, dtype=projections.dtype)
+        return tiles.to(device=projections.device, dtype=projections.dtype)
 
     @staticmethod
     def backward(ctx, grad_tile):
