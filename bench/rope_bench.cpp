@@ -13,7 +13,8 @@
 //
 // Also every other representation through cpu::rotate_qk(instance, args)
 // (representation_workloads.hpp) against the in-place pass, and the fused QK-norm + RoPE + KV-cache write (fused_workloads.hpp) against its same-traffic
-// baseline, with its speedup over the same work in separate passes.
+// baseline, with its speedup over the same work in separate passes. And the score-bias tiles of
+// ALiBi and the GRAPE paper's biases (bias_workloads.hpp) against a fill of the same tile.
 //
 // Ends with the spread of every case, the target check, and one line per case:
 //   case: NAME ratio_to_baseline: X [speedup_vs_textbook: Y] [speedup_vs_unfused: Z]
@@ -31,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bias_workloads.hpp"
 #include "fused_workloads.hpp"
 #include "paired_ratio.hpp"
 #include "representation_workloads.hpp"
@@ -54,7 +56,9 @@ struct case_desc {
   std::int64_t tokens;
   bool fused = false;  // QK-norm + RoPE + KV-cache write (fused_workloads.hpp)
   std::string representation;  // non-empty: representation_workloads.hpp (f32 in place)
+  std::string bias;            // non-empty: bias_workloads.hpp (bias_tokens, in the rounds of `tokens`)
   std::string name() const {
+    if (!bias.empty()) return fmt::format("bias_{}_threads{}_tokens{}", bias, threads, bias_tokens);
     if (!representation.empty())
       return fmt::format("representation_{}_f32_inplace_threads{}_tokens{}", representation, threads, tokens);
     if (fused)
@@ -69,7 +73,7 @@ struct case_desc {
   }
   /// The target: f32 half-split in place, ratio >= 0.9 (both threads, both paths).
   bool target() const {
-    return !fused && representation.empty() && type == dtype::f32 && layout == layout_kind::half_split && inplace;
+    return !fused && representation.empty() && bias.empty() && type == dtype::f32 && layout == layout_kind::half_split && inplace;
   }
 };
 
@@ -177,12 +181,25 @@ void run_representation_round(benchmark::State& state, const case_desc& c) {
   state.counters["ratio_so_far"] = r.ratio();
 }
 
+/// One round of a bias case: the tile against a fill of the same tile.
+void run_bias_round(benchmark::State& state, const case_desc& c) {
+  const grape::cpu::bias_tile tile = whole_tile(bias_tokens, c.threads);
+  case_result& r = results()[c.name()];
+  const auto round_pairs = time_pairs(
+      state, r, [&] { return timed([&] { fill_tile(tile); }); },
+      [&] { return timed([&] { run_bias(c.bias, tile); }); }, [](double) {});
+  state.SetBytesProcessed(static_cast<std::int64_t>(tile.heads * tile.q_len * tile.k_len * 4) * state.iterations());
+  state.counters["round_ratio"] = quantile(round_pairs, 0.5);
+  state.counters["ratio_so_far"] = r.ratio();
+}
+
 /// One round of one case: `state`'s iterations, each a baseline/kernel pair (out of place, then a
 /// streaming copy, for the secondary ratio). `extras`: also time the textbook form once (it is
 /// slow, about 15–90× the kernel, and only feeds speedup_vs_textbook).
 void run_round(benchmark::State& state, const case_desc& c, bool extras) {
   if (c.fused) return run_fused_round(state, c, extras);
   if (!c.representation.empty()) return run_representation_round(state, c);
+  if (!c.bias.empty()) return run_bias_round(state, c);
   workspace& w = workspace_for(c.type, c.tokens);
   const grape::rotary_spec spec = spec_for(c.layout);
   const grape::cpu::rotary_cache& cache = cache_for(c.layout, c.tokens);
@@ -305,6 +322,11 @@ int main(int argc, char** argv) {
   for (const std::string& rep : representation_names())
     for (int threads : {1, 2})
       cases.push_back({dtype::f32, layout_kind::half_split, true, threads, false, sizes.front(), false, rep});
+
+  // Every bias tile over the causal square of bias_tokens, in the first size's rounds.
+  for (const std::string& bias : bias_names())
+    for (int threads : {1, 2})
+      cases.push_back({dtype::f32, layout_kind::half_split, true, threads, false, sizes.front(), false, {}, bias});
 
   // Registration order is run order: sizes in turn, and within a size `rounds` shuffled passes
   // over its cases (fixed seed: the same order in every run).

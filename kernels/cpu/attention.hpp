@@ -25,6 +25,7 @@
 #include "cpu/flash_loop.hpp"
 #include "cpu/lift_qk.hpp"
 #include "cpu/rotate_qk.hpp"
+#include "cpu/storage_dispatch.hpp"
 #include "grape/check/kernel_call.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/inject/offset_tile.hpp"
@@ -49,16 +50,6 @@ struct no_encoding {
 };
 
 namespace detail {
-
-/// The storage type of a dtype, for the conversions in and out of float32.
-template <class Body>
-void with_storage(dtype t, Body&& body) {
-  switch (t) {
-    case dtype::f32: return body.template operator()<float>();
-    case dtype::f16: return body.template operator()<Eigen::half>();
-    case dtype::bf16: return body.template operator()<Eigen::bfloat16>();
-  }
-}
 
 /// Sequences of a call: first token and length of each.
 struct sequences {

@@ -8,21 +8,25 @@
 // head and its query group. Every parameter gradient: the same angle, its cos/sin in float64.
 #include "cpu/grape_m.hpp"
 
-#include <Eigen/Core>
 #include <cmath>
 #include <numbers>
 #include <fmt/format.h>
 #include <string>
 #include <vector>
 
+#include "cpu/grape_m_plan.hpp"
 #include "cpu/rotate_qk_addressing.hpp"
 #include "cpu/rotate_qk_plan.hpp"
+#include "cpu/storage_dispatch.hpp"
 #include "cpu/threads.hpp"
 #include "grape/math/sincos.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/schedule/spec_check.hpp"
 
 namespace grape::cpu {
+
+using detail::grape_m_plan;
+
 namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw input_error("grape_m: " + what); }
@@ -61,32 +65,17 @@ head_groups check_spec(const grape_m_spec& s, const rotate_qk_args& args) {
 
 // ---- one shared row, integer positions: rotate_qk ---------------------------------------------
 
-/// One shared row of non-negative frequencies (rotate_qk's rule) with integer positions.
-bool is_rotary_spec(const grape_m_spec& s) {
-  if (s.phases != nullptr || s.freq_rows != 1) return false;
-  for (int j = 0; j < s.planes; ++j)
-    if (s.freqs[j] < 0) return false;
-  return true;
-}
-
-void rotate_as_spec(const grape_m_spec& s, const rotate_qk_args& args, bool backward) {
-  rotary_spec spec;
-  spec.head_dim = s.head_dim;
-  spec.rotary_dim = 2 * s.planes;
-  spec.layout = s.layout;
-  spec.inv_freq.assign(s.freqs, s.freqs + s.planes);
+void rotate_as_spec(const rotary_spec& spec, const rotate_qk_args& args, bool backward, int angle_sign) {
   // Turning by −angle is rotate_qk's backward (its attention factor is 1 here).
-  backward != (s.angle_sign < 0) ? rotate_qk_backward(spec, args) : rotate_qk(spec, args);
+  backward != (angle_sign < 0) ? rotate_qk_backward(spec, args) : rotate_qk(spec, args);
 }
 
-// ---- the token body: per-head rows, real phases, and the parameter gradients ------------------
+}  // namespace
 
-struct token_plan {
-  detail::owned_plan owned;
-  head_groups heads;
-};
+// ---- the checked plan (grape_m_plan.hpp) --------------------------------------------------------
 
-token_plan plan_tokens(const grape_m_spec& s, const rotate_qk_args& args, head_groups g) {
+grape_m_plan detail::plan_grape_m(const grape_m_spec& s, const rotate_qk_args& args, const device_indices* device) {
+  const head_groups g = check_spec(s, args);
   if (s.phases != nullptr && (args.position_ids != nullptr || args.offsets != nullptr))
     fail("positions, offsets: contextual GRAPE-M turns by its phases; pass neither");
   encoding_shape shape;
@@ -94,13 +83,29 @@ token_plan plan_tokens(const grape_m_spec& s, const rotate_qk_args& args, head_g
   shape.head_dim = s.head_dim;
   shape.rotary_dim = 2 * s.planes;
   shape.q_layout = shape.k_layout = s.layout;
-  token_plan p{detail::make_instance_plan(shape, args), g};
+  grape_m_plan p{make_instance_plan(shape, args, device), g.kv_heads, g.group};
   const std::int64_t tokens = p.owned.plan.total_tokens;
-  if (s.phases != nullptr)
+  if (s.phases != nullptr && device == nullptr)
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(s.phase_rows) * tokens; ++i)
       if (!std::isfinite(s.phases[i])) fail(fmt::format("phases[{}][{}] is not finite", i / tokens, i % tokens));
   return p;
 }
+
+std::optional<rotary_spec> detail::grape_m_rotary_spec(const grape_m_spec& s) {
+  if (s.phases != nullptr || s.freq_rows != 1) return std::nullopt;
+  for (int j = 0; j < s.planes; ++j)
+    if (s.freqs[j] < 0) return std::nullopt;
+  rotary_spec spec;
+  spec.head_dim = s.head_dim;
+  spec.rotary_dim = 2 * s.planes;
+  spec.layout = s.layout;
+  spec.inv_freq.assign(s.freqs, s.freqs + s.planes);
+  return spec;
+}
+
+// ---- the token body: per-head rows, real phases, and the parameter gradients ------------------
+
+namespace {
 
 /// p of one (token, key head): its phase Φ, or its integer position.
 double position_value(const grape_m_spec& s, const detail::rotate_plan& p, std::int64_t kv, std::int64_t token,
@@ -121,25 +126,17 @@ void phase_table(const grape_m_spec& s, std::int64_t kv, double phi, double* cs,
 
 /// The heads of key head `kv`: its own in K, its query group in Q; calls f(operand, head).
 template <class F>
-void for_group_heads(const detail::rotate_plan& p, head_groups g, std::int64_t kv, F&& f) {
+void for_group_heads(const detail::rotate_plan& p, std::int64_t group, std::int64_t kv, F&& f) {
   if (p.k.heads > 0) f(p.k, kv);
-  for (std::int64_t h = kv * g.group; h < (kv + 1) * g.group; ++h) f(p.q, h);
-}
-
-/// The phase (a turn fraction, as rotate_qk's exact phases) of the angle p·θ, formed in float64:
-/// p·θ/2π, its integer turns dropped, the fraction scaled to 2^64 (to 2^-63 turn).
-inline math::phase_t phase_of(double p, double theta_turns) {
-  const double turns = p * theta_turns;
-  const double fraction = turns - std::floor(turns);  // exact, in [0, 1)
-  return static_cast<math::phase_t>(std::ldexp(fraction, 63)) << 1;
+  for (std::int64_t h = kv * group; h < (kv + 1) * group; ++h) f(p.q, h);
 }
 
 template <class Storage>
-void rotate_tokens(const grape_m_spec& s, const token_plan& pp, float sin_sign) {
+void rotate_tokens(const grape_m_spec& s, const grape_m_plan& pp, float sin_sign) {
   const detail::rotate_plan& p = pp.owned.plan;
   const int n = p.threads > 0 ? p.threads : detail::max_threads();
   // Integer positions: exact turn fractions, as rotate_qk's (the phase of m is m·f mod 2^64).
-  // Real phases: θ/2π in float64, for phase_of.
+  // Real phases: θ/2π in float64, for math::phase_of_turns.
   const std::size_t count = static_cast<std::size_t>(s.freq_rows) * s.planes;
   std::vector<math::phase_t> fractions(s.phases == nullptr ? count : 0);
   std::vector<double> theta_turns(s.phases == nullptr ? 0 : count);
@@ -151,7 +148,7 @@ void rotate_tokens(const grape_m_spec& s, const token_plan& pp, float sin_sign) 
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < p.total_tokens; ++t) {
       const detail::token_place place = detail::locate_token(p, t);
-      for (std::int64_t kv = 0; kv < pp.heads.kv_heads; ++kv) {
+      for (std::int64_t kv = 0; kv < pp.kv_heads; ++kv) {
         if (kv == 0 || s.freq_rows > 1 || s.phase_rows > 1) {
           const std::int64_t row = (s.freq_rows == 1 ? 0 : kv) * s.planes;
           if (s.phases == nullptr) {
@@ -168,13 +165,13 @@ void rotate_tokens(const grape_m_spec& s, const token_plan& pp, float sin_sign) 
             const double* turns = theta_turns.data() + row;
 #pragma omp simd
             for (int j = 0; j < s.planes; ++j) {
-              const math::sin_cos sc = math::sincos_of_phase(phase_of(position, turns[j]));
+              const math::sin_cos sc = math::sincos_of_phase(math::phase_of_turns(position * turns[j]));
               c[j] = sc.cos;
               sf[j] = sin_sign * sc.sin;
             }
           }
         }
-        for_group_heads(p, pp.heads, kv, [&](const detail::qk_operand& op, std::int64_t h) {
+        for_group_heads(p, pp.group, kv, [&](const detail::qk_operand& op, std::int64_t h) {
           const std::int64_t at = detail::token_offset(op, p, t, place) + h * op.head_stride;
           const auto* in = static_cast<const Storage*>(op.in) + at;
           auto* out = static_cast<Storage*>(op.out) + at;
@@ -206,7 +203,7 @@ void rotate_tokens(const grape_m_spec& s, const token_plan& pp, float sin_sign) 
 /// φ = Φ·θ, so dL/dθ gathers Φ·dL/dφ over tokens and heads, dL/dΦ gathers θ·dL/dφ over planes
 /// and heads. A token belongs to one thread: its dΦ entries are written, not accumulated.
 template <class Storage>
-void param_grads_of(const grape_m_spec& s, const token_plan& pp, const void* grad_q, const void* grad_k,
+void param_grads_of(const grape_m_spec& s, const grape_m_plan& pp, const void* grad_q, const void* grad_k,
                  grape_m_grads out) {
   const detail::rotate_plan& p = pp.owned.plan;
   const int rd = 2 * s.planes;
@@ -221,12 +218,12 @@ void param_grads_of(const grape_m_spec& s, const token_plan& pp, const void* gra
     for (std::int64_t t = 0; t < p.total_tokens; ++t) {
       const detail::token_place place = detail::locate_token(p, t);
       std::fill(dphase.begin(), dphase.end(), 0.0);
-      for (std::int64_t kv = 0; kv < pp.heads.kv_heads; ++kv) {
+      for (std::int64_t kv = 0; kv < pp.kv_heads; ++kv) {
         const double position = position_value(s, p, kv, t, place);
         phase_table(s, kv, position, cs.data(), sn.data());
         for (int j = 0; j < s.planes; ++j) sn[j] *= s.angle_sign;
         std::fill(dphi.begin(), dphi.end(), 0.0);
-        for_group_heads(p, pp.heads, kv, [&](const detail::qk_operand& op, std::int64_t h) {
+        for_group_heads(p, pp.group, kv, [&](const detail::qk_operand& op, std::int64_t h) {
           const std::int64_t at = detail::token_offset(op, p, t, place) + h * op.head_stride;
           const auto* x = static_cast<const Storage*>(op.in) + at;
           const auto* g = static_cast<const Storage*>(&op == &p.q ? grad_q : grad_k) + at;
@@ -258,31 +255,12 @@ void param_grads_of(const grape_m_spec& s, const token_plan& pp, const void* gra
     }
 }
 
-template <template <class> class Body, class... A>
-void by_dtype(dtype type, A&&... a) {
-  switch (type) {
-    case dtype::f32: return Body<float>::run(a...);
-    case dtype::f16: return Body<Eigen::half>::run(a...);
-    case dtype::bf16: return Body<Eigen::bfloat16>::run(a...);
-  }
-}
-
-template <class S>
-struct rotate_body {
-  static void run(const grape_m_spec& s, const token_plan& pp, float sign) { rotate_tokens<S>(s, pp, sign); }
-};
-template <class S>
-struct grads_body {
-  static void run(const grape_m_spec& s, const token_plan& pp, const void* gq, const void* gk, grape_m_grads o) {
-    param_grads_of<S>(s, pp, gq, gk, o);
-  }
-};
-
 void rotate(const grape_m_spec& s, const rotate_qk_args& args, bool backward) {
-  const head_groups g = check_spec(s, args);
-  if (is_rotary_spec(s)) return rotate_as_spec(s, args, backward);
-  const token_plan pp = plan_tokens(s, args, g);
-  by_dtype<rotate_body>(args.type, s, pp, static_cast<float>(backward ? -s.angle_sign : s.angle_sign));
+  check_spec(s, args);
+  if (const auto spec = detail::grape_m_rotary_spec(s)) return rotate_as_spec(*spec, args, backward, s.angle_sign);
+  const grape_m_plan pp = detail::plan_grape_m(s, args);
+  const float sign = static_cast<float>(backward ? -s.angle_sign : s.angle_sign);
+  detail::with_storage(args.type, [&]<class T>() { rotate_tokens<T>(s, pp, sign); });
 }
 
 }  // namespace
@@ -293,7 +271,7 @@ void grape_m_rotate_qk_backward(const grape_m_spec& spec, const rotate_qk_args& 
 
 void grape_m_param_grads(const grape_m_spec& s, const rotate_qk_args& forward, const void* grad_q,
                          const void* grad_k, grape_m_grads out) {
-  const head_groups g = check_spec(s, forward);
+  check_spec(s, forward);
   if (forward.q.heads > 0 && grad_q == nullptr) fail("grad_q is null");
   if (forward.k.heads > 0 && grad_k == nullptr) fail("grad_k is null");
   // The gradients address like the inputs: the forward arguments are checked with out = in.
@@ -302,8 +280,8 @@ void grape_m_param_grads(const grape_m_spec& s, const rotate_qk_args& forward, c
   args.k.out = const_cast<void*>(args.k.in);
   if (s.phases == nullptr && out.phases != nullptr)
     fail("phases: integer positions have no phase gradient; pass null");
-  const token_plan pp = plan_tokens(s, args, g);
-  by_dtype<grads_body>(args.type, s, pp, grad_q, grad_k, out);
+  const grape_m_plan pp = detail::plan_grape_m(s, args);
+  detail::with_storage(args.type, [&]<class T>() { param_grads_of<T>(s, pp, grad_q, grad_k, out); });
 }
 
 }  // namespace grape::cpu

@@ -36,7 +36,7 @@ inline void path_integral_grad(const path_integral_bias& bias, double norm_eps, 
         const double dt = prefix[l];  // Σ_{n<l} G[m, n]
         if (dt == 0) continue;
         const double* y = keys + l * P;
-        const double phi = static_cast<double>(l - m), c = std::cos(phi), s = std::sin(phi);
+        const double c = bias.offset_cos[m - l], s = bias.offset_sin[m - l];  // of φ = l − m
         double dot = 0;  // the authors' sign, as path_integral_bias::term: R(φ)y = (y1 c + y2 s, −y1 s + y2 c)
         for (int k = 0; k < half; ++k)
           dot += x[k] * (y[k] * c + y[k + half] * s) + x[k + half] * (-y[k] * s + y[k + half] * c);

@@ -2,14 +2,10 @@
 // Per-row bodies of the score-bias tiles: one item = one (head, query) row of k_len keys.
 #include <cstdint>
 
+#include "cpu/tile_shape.hpp"
 #include "grape/math/bias.hpp"
 
 namespace grape::cpu::detail {
-
-struct tile_shape {
-  float* out;
-  std::int64_t heads, q_start, q_len, k_start, k_len;
-};
 
 struct alibi_row {
   tile_shape t;

@@ -29,8 +29,18 @@ def _attention_options(positions, offsets, cu_seqlens, max_position, causal, win
                 scale=0.0 if scale is None else float(scale), threads=threads)
 
 
-def attention(q, k, v, encoding=None, *, log_forget=None, causal=True, window=0, scale=None, positions=None,
-              offsets=None, cu_seqlens=None, max_position=None, return_lse=False, threads=0):
+def _grape_a_arrays(grape_a):
+    """GRAPE-A's (omega, key_gate, query_gate or None) as the module takes them, or None."""
+    if grape_a is None:
+        return None
+    if not isinstance(grape_a, (tuple, list)) or len(grape_a) not in (2, 3):
+        raise _grape.GrapeError("grape: grape_a: must be (omega, key_gate) or (omega, key_gate, query_gate)")
+    omega, key_gate, query_gate = (tuple(grape_a) + (None,))[:3]
+    return (omega, key_gate, query_gate)
+
+
+def attention(q, k, v, encoding=None, *, log_forget=None, grape_a=None, causal=True, window=0, scale=None,
+              positions=None, offsets=None, cu_seqlens=None, max_position=None, return_lse=False, threads=0):
     """O = softmax(scale * E(Q) E(K)^T + B + mask) V with the encoding inside the flash loop (tiles of
     64 x 64, online softmax, float32 accumulation, never a T x T buffer).
 
@@ -38,7 +48,10 @@ def attention(q, k, v, encoding=None, *, log_forget=None, causal=True, window=0,
     float32, float16 or bfloat16 (torch). encoding: None, a RotaryEncoding (one position axis), an
     AlibiEncoding, a T5Encoding with its table (grape.t5), or a (RotaryEncoding, AlibiEncoding)
     pair (both: Q and K turned, the slopes' bias added); or log_forget [heads, length] for FoX (its
-    gates indexed by position). Positions:
+    gates indexed by position); or grape_a = (omega [heads], key_gate [heads, length][, query_gate
+    [heads, length]]) for GRAPE-A's gated bias -(i - j) * omega[h] * (key_gate[h, j] (+ query_gate[h, i]))
+    (grape_a_key_gated / grape_a_qk_gated: omega = softplus(w) * slope, gates = softplus(z); float32,
+    indexed by position). Positions:
     per-token ids, per-sequence offsets, or the index in the sequence; cu_seqlens packs sequences.
     causal masks keys after the query; window > 0 keeps keys fewer than `window` apart; scale
     defaults to 1/sqrt(d). Returns the output ([..., heads, v's d], q's dtype), and with return_lse
@@ -46,18 +59,19 @@ def attention(q, k, v, encoding=None, *, log_forget=None, causal=True, window=0,
     """
     out = _new_like(q, tuple(q.shape[:-1]) + (v.shape[-1],))
     lse = _new_like(q, (q.shape[-2], _tokens(q)), dtype=_float32_dtype(q))
-    _grape._attention(encoding, log_forget, q, k, v, out, lse,
+    _grape._attention(encoding, log_forget, _grape_a_arrays(grape_a), q, k, v, out, lse,
                       **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale,
                                            threads))
     return (out, lse) if return_lse else out
 
 
-def attention_backward(grad_out, q, k, v, out, lse, encoding=None, *, log_forget=None, causal=True, window=0,
-                       scale=None, positions=None, offsets=None, cu_seqlens=None, max_position=None,
+def attention_backward(grad_out, q, k, v, out, lse, encoding=None, *, log_forget=None, grape_a=None, causal=True,
+                       window=0, scale=None, positions=None, offsets=None, cu_seqlens=None, max_position=None,
                        bias_grad=False, inv_freq_grad=False, threads=0):
     """The backward of attention() from its output and log-sum-exp (same arguments): returns
     (dq, dk, dv, d_bias, d_inv_freq). d_bias (bias_grad=True): dL/dslopes for ALiBi (alone or in a
-    pair), dL/dtable [num_buckets * heads] for T5, dL/dlog_forget [heads * length] for FoX;
+    pair), dL/dtable [num_buckets * heads] for T5, dL/dlog_forget [heads * length] for FoX,
+    dL/d(omega, key_gate[, query_gate]) [heads + heads * length (+ heads * length)] for GRAPE-A;
     d_inv_freq (inv_freq_grad=True): dL/dtheta_i of a rotary encoding (alone or in a pair).
     Both float64 lists, or None when not asked. Tiles are recomputed: no T x T buffer.
     """
@@ -65,12 +79,12 @@ def attention_backward(grad_out, q, k, v, out, lse, encoding=None, *, log_forget
     if hasattr(grad_out, "contiguous"):
         grad_out = grad_out.contiguous()
     d_bias, d_freq = _grape._attention_backward(
-        encoding, log_forget, q, k, v, out, lse, grad_out, *grads, bias_grad=bias_grad, inv_freq_grad=inv_freq_grad,
+        encoding, log_forget, _grape_a_arrays(grape_a), q, k, v, out, lse, grad_out, *grads, bias_grad=bias_grad, inv_freq_grad=inv_freq_grad,
         **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads))
     return (*grads, d_bias, d_freq)
 
 
-def attention_decode(q, k_cache, v_cache, block_table, seq_lens, encoding=None, *, log_forget=None,
+def attention_decode(q, k_cache, v_cache, block_table, seq_lens, encoding=None, *, log_forget=None, grape_a=None,
                      q_positions=None, layout="NHD", window=0, scale=None, max_position=None, return_lse=False,
                      threads=0):
     """Decode: one query token per sequence against a paged KV cache, the encoding inside.
@@ -80,12 +94,13 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, encoding=None, 
     block_table int32 [batch, max_blocks] (sequence b's blocks in order); seq_lens int64 [batch]
     (cached tokens, the new one included). Token j of a sequence has position j; the query has
     q_positions[b] (default seq_lens[b] - 1). encoding: as attention() takes it (a rotation turns
-    the query only), or log_forget for FoX. Returns [batch, heads, v's d] (and the float32
+    the query only), log_forget for FoX, or grape_a for gated GRAPE-A. Returns [batch, heads, v's d] (and the float32
     log-sum-exp [heads, batch] with return_lse).
     """
     out = _new_like(q, (q.shape[0], q.shape[1], v_cache.shape[-1]))
     lse = _new_like(q, (q.shape[1], q.shape[0]), dtype=_float32_dtype(q)) if return_lse else None
-    _grape._attention_decode(encoding, log_forget, q, k_cache, v_cache, layout, block_table, _index_array(seq_lens),
+    _grape._attention_decode(encoding, log_forget, _grape_a_arrays(grape_a), q, k_cache, v_cache, layout, block_table,
+                             _index_array(seq_lens),
                              None if q_positions is None else _index_array(q_positions), out, lse, max_position,
                              window, 0.0 if scale is None else float(scale), threads)
     return (out, lse) if return_lse else out

@@ -392,13 +392,54 @@ class _Attention(_torch.autograd.Function):
         return dq, dk, dv, d_param, None, None, None
 
 
+class _GrapeAAttention(_torch.autograd.Function):
+    """Fused attention with GRAPE-A's gated bias; gradients for q, k, v, omega and the gates."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, omega, key_gate, query_gate, options):
+        given = (omega, key_gate, query_gate)
+        arrays = tuple(None if x is None else x.detach().to(_torch.float32).cpu().contiguous() for x in given)
+        out, lse = _grape.attention(q, k, v, grape_a=arrays, return_lse=True, **options)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.meta = (arrays, options, [None if x is None else (x.dtype, x.shape) for x in given])
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse = ctx.saved_tensors
+        arrays, options, metas = ctx.meta
+        want = any(ctx.needs_input_grad[3:6])
+        dq, dk, dv, d_bias, _ = _grape.attention_backward(grad_out.to(q.dtype), q, k, v, out, lse, grape_a=arrays,
+                                                          bias_grad=want, **options)
+        grads, at = [], 0
+        flat = _torch.tensor(d_bias, dtype=_torch.float64) if want else None
+        for meta in metas:  # the module's order: omega, key gates, query gates
+            if meta is None or not want:
+                grads.append(None)
+                continue
+            dtype, shape = meta
+            n = int(_torch.Size(shape).numel())
+            grads.append(flat[at:at + n].reshape(shape).to(dtype))
+            at += n
+        return (dq, dk, dv, *grads, None)
+
+
+def _per_batch_element(q, options, positions, apply_one):
+    """apply_one(b, options) for each batch element b of q [batch, seq, heads, d], concatenated
+    (a per-sequence bias array: one gate sequence per batch element)."""
+    outs = [apply_one(b, dict(options, positions=None if positions is None
+                              else _torch.as_tensor(positions).reshape(q.shape[0], -1)[b]))
+            for b in range(q.shape[0])]
+    return _torch.cat(outs, 0)
+
+
 def _fox_gates(log_forget):
     """FoX's gates [heads, length] as a C-contiguous float64 NumPy array."""
     return log_forget.detach().to(_torch.float64).cpu().contiguous().numpy()
 
 
-def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=None, log_forget=None, causal=True,
-              window=0, scale=None, positions=None, offsets=None, cu_seqlens=None):
+def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=None, log_forget=None, grape_a=None,
+              causal=True, window=0, scale=None, positions=None, offsets=None, cu_seqlens=None):
     """Differentiable grape.attention (the encoding inside the flash loop, the backward from the
     saved log-sum-exp: no T x T tensor in either direction). Gradients for q, k, v and for one
     learnable encoding parameter:
@@ -408,7 +449,12 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
                           this frequency table (learned frequencies);
       t5_table [num_buckets, heads]  the T5Encoding `encoding`'s buckets with this table;
       log_forget [heads, length] or [batch, heads, seq]  FoX's log forget gates (per sequence with a
-                          batch dimension: q, k, v then [batch, seq, heads, d]).
+                          batch dimension: q, k, v then [batch, seq, heads, d]);
+      grape_a = (omega [heads], key_gate[, query_gate])  GRAPE-A's gated bias
+                          -(i - j) * omega[h] * (key_gate[h, j] (+ query_gate[h, i])), gates [heads, length]
+                          or [batch, heads, seq] as log_forget; gradients for all of them (omega =
+                          softplus(w) * slope and the gates = softplus(z) come from the caller's
+                          autograd, so w and z train too).
     Otherwise `encoding` (as grape.attention takes it) is fixed.
     """
     options = dict(causal=causal, window=window, scale=scale, positions=positions, offsets=offsets,
@@ -427,13 +473,24 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     if kind == "t5_table" and (not isinstance(encoding, _grape.T5Encoding) or t5_table.dim() != 2):
         raise _grape.GrapeError("grape: attention: t5_table [num_buckets, heads] fills a T5Encoding's buckets; "
                                 "pass the encoding (grape.t5 or a config's)")
-    if kind == "log_forget" and log_forget.dim() == 3:  # one gate sequence per batch element
-        if q.dim() != 4 or q.shape[0] != log_forget.shape[0] or offsets is not None or cu_seqlens is not None:
-            raise _grape.GrapeError("grape: attention: log_forget [batch, heads, seq] needs q, k, v "
+    def require_batched(name, gates):
+        if q.dim() != 4 or q.shape[0] != gates.shape[0] or offsets is not None or cu_seqlens is not None:
+            raise _grape.GrapeError(f"grape: attention: {name} [batch, heads, seq] needs q, k, v "
                                     "[batch, seq, heads, d] with the same batch and no offsets or cu_seqlens")
-        outs = [_Attention.apply(q[b:b + 1], k[b:b + 1], v[b:b + 1], log_forget[b], kind, None,
-                                 dict(options, positions=None if positions is None
-                                      else _torch.as_tensor(positions).reshape(q.shape[0], -1)[b]))
-                for b in range(q.shape[0])]
-        return _torch.cat(outs, 0)
+
+    if grape_a is not None:
+        if given or encoding is not None:
+            raise _grape.GrapeError("grape: attention: grape_a is the encoding; give no other")
+        if not isinstance(grape_a, (tuple, list)) or len(grape_a) not in (2, 3):
+            raise _grape.GrapeError("grape: attention: grape_a must be (omega, key_gate) or (omega, key_gate, query_gate)")
+        omega, key_gate, query_gate = (tuple(grape_a) + (None,))[:3]
+        if key_gate.dim() == 3:  # one gate sequence per batch element
+            require_batched("grape_a's gates", key_gate)
+            return _per_batch_element(q, options, positions, lambda b, o: _GrapeAAttention.apply(
+                q[b:b + 1], k[b:b + 1], v[b:b + 1], omega, key_gate[b], None if query_gate is None else query_gate[b], o))
+        return _GrapeAAttention.apply(q, k, v, omega, key_gate, query_gate, options)
+    if kind == "log_forget" and log_forget.dim() == 3:  # one gate sequence per batch element
+        require_batched("log_forget", log_forget)
+        return _per_batch_element(q, options, positions, lambda b, o: _Attention.apply(
+            q[b:b + 1], k[b:b + 1], v[b:b + 1], log_forget[b], kind, None, o))
     return _Attention.apply(q, k, v, param, kind, encoding, options)

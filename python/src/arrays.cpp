@@ -1,5 +1,6 @@
 #include "arrays.hpp"
 
+#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -139,6 +140,18 @@ const std::int64_t* int64_values(const array& a, std::int64_t count, const char*
   if (element_count(a) != count || !c_contiguous(a))
     throw input_error(fmt::format("{}: must hold {} values, C-contiguous (got shape {})", name, count, shape_of(a)));
   return static_cast<const std::int64_t*>(a.data());
+}
+
+}  // namespace grape::python
+
+namespace grape::python {
+
+std::vector<double> finite_doubles(const array& a, std::int64_t count, const char* name) {
+  const float* v = float32_values(a, count, name);
+  std::vector<double> out(v, v + count);
+  for (std::int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(out[i])) throw input_error(fmt::format("{}[{}]: must be finite (got {})", name, i, out[i]));
+  return out;
 }
 
 }  // namespace grape::python

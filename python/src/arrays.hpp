@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "cpu/rotate_qk.hpp"
 
@@ -54,6 +55,10 @@ const float* float32_values(const array& a, std::int64_t count, const char* name
 
 /// float64, C-contiguous, exactly `count` values (writable: an output the caller allocated).
 double* float64_values(const array& a, std::int64_t count, const char* name);
+
+/// float32 values as doubles, each finite (a NaN gate would make a NaN bias): an input_error names
+/// the first that is not.
+std::vector<double> finite_doubles(const array& a, std::int64_t count, const char* name);
 
 /// int64, C-contiguous, exactly `count` values.
 const std::int64_t* int64_values(const array& a, std::int64_t count, const char* name);

@@ -1,7 +1,7 @@
 // Fused attention with the encoding inside (cpu::attention, cpu::attention_backward,
 // cpu::attention_decode over a paged KV cache) on arrays: no encoding, a rotary encoding (one
-// position axis), ALiBi slopes, a T5 bucket table, FoX's log forget gates, or a rotary encoding
-// composed with ALiBi. Python allocates the outputs (grape/_attention.py); nothing is copied on
+// position axis), ALiBi slopes, a T5 bucket table, FoX's log forget gates, GRAPE-A's gates, or a
+// rotary encoding composed with ALiBi. Python allocates the outputs (grape/_attention.py); nothing is copied on
 // the way in. The kernels are instantiated in attention_kernels_*.cpp.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
@@ -21,6 +21,7 @@
 #include "attention_kernels.hpp"
 #include "encodings.hpp"
 #include "fused.hpp"
+#include "paper_bias.hpp"
 #include "grape/check/kernel_call.hpp"
 #include "grape/detail/error.hpp"
 #include "qk_args.hpp"
@@ -70,14 +71,29 @@ alibi::instance alibi_instance(const alibi_encoding& e, int head_dim) {
   return {alibi_bias{e.slopes}, head_dim};
 }
 
+/// The bias-defining arrays of a call that are not an encoding object: FoX's log forget gates, or
+/// GRAPE-A's (omega, key_gate, query_gate or None).
+struct bias_arrays {
+  std::optional<array> log_forget;
+  std::optional<nb::tuple> grape_a;
+};
+
 /// Calls body(instance) with the kernel instance of the encoding: None, a RotaryEncoding, an
-/// AlibiEncoding, a T5Encoding with its table, a (RotaryEncoding, AlibiEncoding) pair, or FoX's
-/// log forget gates.
+/// AlibiEncoding, a T5Encoding with its table, a (RotaryEncoding, AlibiEncoding) pair, FoX's log
+/// forget gates, or GRAPE-A's gated bias.
 template <class Body>
-void with_instance(const nb::handle& encoding, const std::optional<array>& log_forget, int head_dim, Body&& body) {
-  if (log_forget) {
+void with_instance(const nb::handle& encoding, const bias_arrays& arrays, int head_dim, Body&& body) {
+  if (arrays.log_forget && arrays.grape_a) throw input_error("log_forget, grape_a: give one");
+  if (arrays.log_forget) {
     if (!encoding.is_none()) throw input_error("encoding, log_forget: give one (log_forget is FoX's encoding)");
-    return body(fox::instance{fox_from_log_forget(*log_forget), head_dim});
+    return body(fox::instance{fox_from_log_forget(*arrays.log_forget), head_dim});
+  }
+  if (const auto& t = arrays.grape_a) {
+    if (!encoding.is_none()) throw input_error("encoding, grape_a: give one (grape_a is GRAPE-A's encoding)");
+    if (nb::len(*t) != 3) throw input_error("grape_a: must be (omega, key_gate, query_gate or None)");
+    const auto query = (*t)[2].is_none() ? std::nullopt : std::optional<array>(nb::cast<array>((*t)[2]));
+    return body(bias_instance<gated_linear_bias>{
+        gated_bias_of(nb::cast<array>((*t)[0]), nb::cast<array>((*t)[1]), query), head_dim});
   }
   if (encoding.is_none()) return body(cpu::no_encoding{head_dim});
   if (nb::isinstance<rotary_encoding>(encoding))
@@ -96,7 +112,7 @@ void with_instance(const nb::handle& encoding, const std::optional<array>& log_f
                        [&](const auto& rotation) { body(composed_instance{rotation, bias}); });
   }
   throw input_error("encoding: attention takes None, a RotaryEncoding, an AlibiEncoding, a T5Encoding with its table, "
-                    "a (RotaryEncoding, AlibiEncoding) pair, or log_forget for FoX");
+                    "a (RotaryEncoding, AlibiEncoding) pair, log_forget for FoX, or grape_a for gated GRAPE-A");
 }
 
 /// The arrays of a call and the options, as cpu::attention_args (the output and lse checked).
@@ -186,39 +202,42 @@ void* gradient_of(const array& g, const array& like, std::int64_t count, const c
 
 void bind_attention(nb::module_& m) {
   m.def("_attention",
-        [](nb::handle encoding, std::optional<array> log_forget, array q, array k, array v, array out, array lse,
-           optional_array positions, optional_array offsets, optional_array cu_seqlens,
+        [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a, array q, array k,
+           array v, array out, array lse, optional_array positions, optional_array offsets, optional_array cu_seqlens,
            std::optional<std::int64_t> max_position, bool causal, std::int64_t window, float scale, int threads) {
           const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
                                              window, scale, threads);
-          with_instance(encoding, log_forget, static_cast<int>(q.shape(q.ndim() - 1)), [&](const auto& inst) {
+          const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
+          with_instance(encoding, {log_forget, grape_a}, head_dim, [&](const auto& inst) {
             nb::gil_scoped_release release;
             run_attention(inst, a);
           });
         },
-        "encoding"_a.none(), "log_forget"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "positions"_a.none(),
-        "offsets"_a.none(), "cu_seqlens"_a.none(), "max_position"_a.none(), "causal"_a, "window"_a, "scale"_a,
-        "threads"_a);
+        "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a,
+        "positions"_a.none(), "offsets"_a.none(), "cu_seqlens"_a.none(), "max_position"_a.none(), "causal"_a,
+        "window"_a, "scale"_a, "threads"_a);
 
   m.def("_attention_decode",
-        [](nb::handle encoding, std::optional<array> log_forget, array q, array k_cache, array v_cache,
+        [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a, array q,
+           array k_cache, array v_cache,
            const std::string& layout, array block_table, array seq_lens, optional_array q_positions, array out,
            optional_array lse, std::optional<std::int64_t> max_position, std::int64_t window, float scale,
            int threads) {
           const auto a = make_decode_args(q, k_cache, v_cache, layout, block_table, seq_lens, q_positions, out, lse,
                                           max_position, window, scale, threads);
-          with_instance(encoding, log_forget, static_cast<int>(q.shape(2)), [&](const auto& inst) {
+          with_instance(encoding, {log_forget, grape_a}, static_cast<int>(q.shape(2)), [&](const auto& inst) {
             nb::gil_scoped_release release;
             run_attention_decode(inst, a);
           });
         },
-        "encoding"_a.none(), "log_forget"_a.none(), "q"_a, "k_cache"_a, "v_cache"_a, "layout"_a, "block_table"_a,
+        "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "q"_a, "k_cache"_a, "v_cache"_a, "layout"_a,
+        "block_table"_a,
         "seq_lens"_a, "q_positions"_a.none(), "out"_a, "lse"_a.none(), "max_position"_a.none(), "window"_a,
         "scale"_a, "threads"_a);
 
   m.def("_attention_backward",
-        [](nb::handle encoding, std::optional<array> log_forget, array q, array k, array v, array out, array lse,
-           array grad_out, array grad_q, array grad_k, array grad_v, optional_array positions, optional_array offsets,
+        [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a, array q, array k,
+           array v, array out, array lse, array grad_out, array grad_q, array grad_k, array grad_v, optional_array positions, optional_array offsets,
            optional_array cu_seqlens, std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
            float scale, int threads, bool bias_grad, bool inv_freq_grad) {
           const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
@@ -229,7 +248,8 @@ void bind_attention(nb::module_& m) {
           g.grad_k = gradient_of(grad_k, q, static_cast<std::int64_t>(k.size()), "grad_k");
           g.grad_v = gradient_of(grad_v, q, static_cast<std::int64_t>(v.size()), "grad_v");
           std::pair<std::optional<std::vector<double>>, std::optional<std::vector<double>>> params;
-          with_instance(encoding, log_forget, static_cast<int>(q.shape(q.ndim() - 1)), [&](const auto& inst) {
+          const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
+          with_instance(encoding, {log_forget, grape_a}, head_dim, [&](const auto& inst) {
             std::vector<double> bias, freq;
             if constexpr (requires { cpu::detail::bias_part(inst)->parameter_count(); })
               if (bias_grad) bias.resize(cpu::detail::bias_part(inst)->parameter_count());
@@ -248,7 +268,8 @@ void bind_attention(nb::module_& m) {
           });
           return params;
         },
-        "encoding"_a.none(), "log_forget"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "grad_out"_a, "grad_q"_a,
+        "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a,
+        "grad_out"_a, "grad_q"_a,
         "grad_k"_a, "grad_v"_a, "positions"_a.none(), "offsets"_a.none(), "cu_seqlens"_a.none(),
         "max_position"_a.none(), "causal"_a, "window"_a, "scale"_a, "threads"_a, "bias_grad"_a, "inv_freq_grad"_a);
 }

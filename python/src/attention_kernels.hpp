@@ -6,6 +6,7 @@
 #include "cpu/attention_decode.hpp"
 #include "grape/encodings/alibi.hpp"
 #include "grape/encodings/fox.hpp"
+#include "grape/encodings/grape_a_gated.hpp"
 #include "grape/encodings/rotary_table.hpp"
 #include "grape/encodings/t5_buckets.hpp"
 #include "grape/inject/compose.hpp"
@@ -16,6 +17,7 @@ using rotary_half = rotary_table<layout_kind::half_split>::instance;
 using rotary_interleaved = rotary_table<layout_kind::interleaved>::instance;
 using rotary_half_alibi = composed_instance<rotary_half, alibi::instance>;
 using rotary_interleaved_alibi = composed_instance<rotary_interleaved, alibi::instance>;
+using gated_grape_a = bias_instance<gated_linear_bias>;  // grape_a_key_gated and grape_a_qk_gated
 
 template <class I>
 void run_attention(const I& inst, const cpu::attention_args& a);
@@ -40,5 +42,6 @@ GRAPE_PYTHON_ATTENTION_KERNELS(extern, fox::instance)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, t5_buckets::instance)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_half_alibi)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_interleaved_alibi)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, gated_grape_a)
 
 }  // namespace grape::python

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "arrays.hpp"
+#include "paper_bias.hpp"
 #include "cpu/embedding.hpp"
 #include "cpu/encode_bias_paper.hpp"
 #include "cpu/path_integral_grad.hpp"
@@ -44,15 +45,6 @@ new_tile make_tile(std::int64_t heads, std::int64_t q_start, std::int64_t q_len,
   return {a, cpu::bias_tile{data->data(), heads, q_start, q_len, k_start, k_len, threads}};
 }
 
-/// float32 values as doubles, each finite (a NaN gate would make a NaN tile).
-std::vector<double> finite_doubles(const array& a, std::int64_t count, const char* name) {
-  const float* v = float32_values(a, count, name);
-  std::vector<double> out(v, v + count);
-  for (std::int64_t i = 0; i < count; ++i)
-    if (!std::isfinite(out[i])) throw input_error(fmt::format("{}[{}]: must be finite (got {})", name, i, out[i]));
-  return out;
-}
-
 /// GRAPE-AP's bias data from projections [heads, seq_len, p_dim] (float32).
 path_integral_bias path_integral_of(const array& projections, double norm_eps) {
   if (projections.ndim() != 3) throw input_error("projections: shape must be [heads, seq_len, p_dim]");
@@ -65,6 +57,21 @@ path_integral_bias path_integral_of(const array& projections, double norm_eps) {
 }
 
 }  // namespace
+
+gated_linear_bias gated_bias_of(const array& omega, const array& key_gate, const std::optional<array>& query_gate) {
+  if (omega.ndim() != 1) throw input_error("omega: shape must be [heads]");
+  if (key_gate.ndim() != 2) throw input_error("key_gate: shape must be [heads, seq_len]");
+  const std::int64_t heads = static_cast<std::int64_t>(omega.shape(0));
+  const std::int64_t seq = static_cast<std::int64_t>(key_gate.shape(1));
+  if (heads < 1 || static_cast<std::int64_t>(key_gate.shape(0)) != heads)
+    throw input_error(fmt::format("key_gate: must have omega's {} heads (got {})", heads, key_gate.shape(0)));
+  if (query_gate && (query_gate->ndim() != 2 || static_cast<std::int64_t>(query_gate->shape(0)) != heads ||
+                     static_cast<std::int64_t>(query_gate->shape(1)) != seq))
+    throw input_error("query_gate: shape must be key_gate's [heads, seq_len]");
+  return {static_cast<int>(heads), seq, finite_doubles(omega, heads, "omega"),
+          finite_doubles(key_gate, heads * seq, "key_gate"),
+          query_gate ? finite_doubles(*query_gate, heads * seq, "query_gate") : std::vector<double>{}};
+}
 
 void bind_bias(nb::module_& m) {
   m.def("alibi_slopes", &cpu::alibi_slopes, "heads"_a, "max_bias"_a = 8.0,
@@ -126,19 +133,8 @@ void bind_bias(nb::module_& m) {
 
   m.def("_grape_a_tile",
         [](const array& omega, const array& key_gate, std::optional<array> query_gate, int threads) {
-          if (omega.ndim() != 1) throw input_error("omega: shape must be [heads]");
-          if (key_gate.ndim() != 2) throw input_error("key_gate: shape must be [heads, seq_len]");
-          const std::int64_t heads = static_cast<std::int64_t>(omega.shape(0));
-          const std::int64_t seq = static_cast<std::int64_t>(key_gate.shape(1));
-          if (heads < 1 || static_cast<std::int64_t>(key_gate.shape(0)) != heads)
-            throw input_error(fmt::format("key_gate: must have omega's {} heads (got {})", heads, key_gate.shape(0)));
-          if (query_gate && (query_gate->ndim() != 2 || static_cast<std::int64_t>(query_gate->shape(0)) != heads ||
-                             static_cast<std::int64_t>(query_gate->shape(1)) != seq))
-            throw input_error("query_gate: shape must be key_gate's [heads, seq_len]");
-          gated_linear_bias b{static_cast<int>(heads), seq, finite_doubles(omega, heads, "omega"),
-                              finite_doubles(key_gate, heads * seq, "key_gate"),
-                              query_gate ? finite_doubles(*query_gate, heads * seq, "query_gate")
-                                         : std::vector<double>{}};
+          gated_linear_bias b = gated_bias_of(omega, key_gate, query_gate);
+          const std::int64_t heads = b.num_heads, seq = b.length;
           new_tile t = make_tile(heads, 0, seq, 0, seq, threads);
           cpu::bias_tile_of(bias_instance<gated_linear_bias>{std::move(b), 0}, t.tile);
           return t.array;

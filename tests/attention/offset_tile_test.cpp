@@ -1,23 +1,33 @@
-// add_tile of the offset-only biases (ALiBi, T5 buckets) and of FoX's path sums: the tile the fused
+// add_tile of the offset-only biases (ALiBi, T5 buckets), of FoX's path sums and of GRAPE-AP's
+// suffix sums (to float32 rounding: its float64 sum runs in another order): the tile the fused
 // attention adds equals, bit for bit, the per-logit bias as float, with consecutive positions (the
 // Toeplitz path, one evaluation per offset) and with scattered position ids (one per logit); which
 // types take the tile.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "grape/encodings/alibi.hpp"
 #include "grape/encodings/fox.hpp"
+#include "grape/encodings/grape_ap.hpp"
 #include "grape/encodings/t5_buckets.hpp"
 
 namespace grape {
 namespace {
 
+/// Where a tile's positions are drawn: runs starting in [0, first], scattered ids in [0, last].
+struct position_ranges {
+  std::int64_t first = 5000, last = 20000;
+};
+
+/// add_tile against the per-logit bias: bit for bit (tolerance 0), or within tolerance·(1 + |b|).
 template <class Bias>
-void tile_equals_each_logit(const Bias& bias, std::mt19937_64& rng, bool consecutive) {
-  std::uniform_int_distribution<std::int64_t> start(0, 5000), any(0, 20000), size(1, 70);
+void tile_equals_each_logit(const Bias& bias, std::mt19937_64& rng, bool consecutive, position_ranges ranges = {},
+                            double tolerance = 0) {
+  std::uniform_int_distribution<std::int64_t> start(0, ranges.first), any(0, ranges.last), size(1, 70);
   const std::int64_t rows = size(rng), cols = size(rng), ld = cols + 3;
   std::vector<std::int64_t> m(static_cast<std::size_t>(rows)), n(static_cast<std::size_t>(cols));
   const std::int64_t m0 = start(rng), n0 = start(rng);
@@ -28,9 +38,13 @@ void tile_equals_each_logit(const Bias& bias, std::mt19937_64& rng, bool consecu
     std::fill(S.begin(), S.end(), 0.25f);
     bias.add_tile(h, m.data(), rows, n.data(), cols, S.data(), ld);
     for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        ASSERT_EQ(S[r * ld + c], 0.25f + static_cast<float>(bias.bias(h, {m[r]}, {n[c]})))
-            << "head " << h << " m " << m[r] << " n " << n[c];
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double b = bias.bias(h, {m[r]}, {n[c]});
+        if (tolerance == 0 || std::isinf(b))
+          ASSERT_EQ(S[r * ld + c], 0.25f + static_cast<float>(b)) << "head " << h << " m " << m[r] << " n " << n[c];
+        else
+          ASSERT_NEAR(S[r * ld + c], 0.25 + b, tolerance * (1 + std::abs(0.25 + b))) << "head " << h << " m " << m[r];
+      }
     for (std::int64_t r = 0; r < rows; ++r)  // the gap after each row is left alone
       for (std::int64_t c = cols; c < ld; ++c) ASSERT_EQ(S[r * ld + c], 0.25f);
   }
@@ -75,6 +89,20 @@ TEST(OffsetTile, FoxTilePastTheGateSequenceThrows) {
   inst.bias.add_tile(0, early, 1, late, 2, S.data(), 2);
   EXPECT_EQ(S[0], -std::numeric_limits<float>::infinity());
   EXPECT_EQ(S[1], -std::numeric_limits<float>::infinity());
+}
+
+/// GRAPE-AP: each row one suffix sum with consecutive keys, per logit otherwise; the same bias as
+/// bias() up to the order of its float64 sum (so within one float32 rounding), −∞ after the query.
+TEST(OffsetTile, PathIntegralTileEqualsItsPerLogitBias) {
+  std::mt19937_64 rng(20261207);
+  const std::int64_t length = 300;
+  const auto inst = grape_ap_relative::make({3, 16, 8, 1e-6, detail::normal_vector(rng, 3 * length * 8)});
+  for (int trial = 0; trial < 15; ++trial)
+    for (const bool consecutive : {true, false})
+      tile_equals_each_logit(inst.bias, rng, consecutive, {length - 71, length - 1}, 1.2e-7);
+  const std::int64_t past[] = {length}, first[] = {0};  // a query past the sequence names it
+  std::vector<float> S(1, 0.0f);
+  EXPECT_THROW(inst.bias.add_tile(0, past, 1, first, 1, S.data(), 1), input_error);
 }
 
 /// A variant derived from ALiBi that redefines bias() must not inherit ALiBi's tile (it would add

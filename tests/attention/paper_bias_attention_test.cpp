@@ -1,6 +1,6 @@
 // The GRAPE paper's content-dependent biases (gated GRAPE-A, GRAPE-AP) enter cpu::attention as
-// every score bias does, through the instance's bias(h, m, n): the output matches softmax of
-// q·k/√d + b in float64 over the causal keys.
+// every score bias does (GRAPE-AP through whole-tile suffix sums, add_tile): the output matches
+// softmax of q·k/√d + b in float64 over the causal keys.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,9 +14,9 @@ namespace grape {
 namespace {
 
 template <class Instance>
-void expect_dense_softmax(const Instance& inst, std::uint64_t seed) {
+void expect_dense_softmax(const Instance& inst, std::uint64_t seed, std::int64_t tokens = 37) {
   const int heads = inst.heads(), d = inst.content_dim();
-  const std::int64_t tokens = 37, size = tokens * heads * d;
+  const std::int64_t size = tokens * heads * d;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal;
   std::vector<float> q(size), k(size), v(size), out(size);
@@ -62,6 +62,12 @@ TEST(PaperBiasAttention, GatedGrapeAMatchesTheDenseSoftmax) {
 TEST(PaperBiasAttention, GrapeApMatchesTheDenseSoftmax) {
   std::mt19937_64 rng(4);
   expect_dense_softmax(grape_ap_relative::make(grape_ap_relative::random_params(rng)), 6);
+}
+
+/// Past one 64-token tile: the whole-tile suffix sums (add_tile) below and on the diagonal.
+TEST(PaperBiasAttention, GrapeApOverManyTilesMatchesTheDenseSoftmax) {
+  std::mt19937_64 rng(5);
+  expect_dense_softmax(grape_ap_relative::make(grape_ap_relative::random_params(rng)), 7, 150);
 }
 
 }  // namespace

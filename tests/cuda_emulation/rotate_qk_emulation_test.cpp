@@ -13,6 +13,7 @@
 #include "cpu/rotate_qk.hpp"
 #include "cpu/rotate_qk_plan.hpp"
 #include "cuda/host_storage.hpp"
+#include "qk_operand.hpp"
 #include "grape/check/device_emulation.hpp"
 #include "grape/rep/rotation_planes.hpp"
 
@@ -59,21 +60,7 @@ void run_scenario(const scenario& s, std::uint64_t seed, int block) {
     cpu::rotate_qk_args a;
     a.type = std::is_same_v<T, float> ? cpu::dtype::f32 : std::is_same_v<T, Eigen::half> ? cpu::dtype::f16 : cpu::dtype::bf16;
     auto operand = [&](const std::vector<T>& in, std::vector<T>& out, int heads) {
-      cpu::qk_tensor t;
-      t.in = s.in_place ? static_cast<const void*>(out.data()) : in.data();
-      t.out = out.data();
-      t.heads = heads;
-      t.size = static_cast<std::int64_t>(in.size());
-      if (s.heads_major) {  // [batch, heads, seq, dim]
-        t.batch_stride = heads * s.seq_len * s.head_dim;
-        t.head_stride = s.seq_len * s.head_dim;
-        t.token_stride = s.head_dim;
-      } else {  // [batch, seq, heads, dim] or packed [tokens, heads, dim]
-        t.batch_stride = s.seq_len * heads * s.head_dim;
-        t.token_stride = heads * s.head_dim;
-        t.head_stride = s.head_dim;
-      }
-      return t;
+      return test::qk_operand(in, out, heads, s.seq_len, s.head_dim, s.in_place, s.heads_major);
     };
     a.q = operand(q, qo, s.q_heads);
     a.k = operand(k, ko, s.k_heads);

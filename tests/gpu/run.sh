@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: builds the CUDA kernels and tests/gpu/gpu_check.cu with nvcc and
-# g++ directly (no CMake project, so only the CUDA toolkit, g++ and the Eigen and fmt headers are
-# needed), checks the kernel against the CPU kernel on fresh random inputs, and prints a table of
-# bandwidth as a fraction of a device-to-device copy measured in the same run. Under 5 minutes.
+# g++ directly (no CMake project, so only the CUDA toolkit, g++ and the Eigen, fmt and Boost headers
+# are needed), checks the kernels (rotate_qk, GRAPE-M, the GRAPE paper's bias tiles) against the CPU
+# kernels on fresh random inputs, and prints a table of bandwidth as a fraction of a same-traffic
+# pass measured in the same run. Under 5 minutes.
 #   bash tests/gpu/run.sh [tokens=32768] [iterations=20]
-# Headers: /usr/include/eigen3 and /usr/include/fmt, or GRAPE_EIGEN_DIR / GRAPE_FMT_DIR (a copy
+# Headers: /usr/include/eigen3, /usr/include/fmt and /usr/include/boost (Hana, for the encoding
+# types the GRAPE-paper part builds), or GRAPE_EIGEN_DIR / GRAPE_FMT_DIR / GRAPE_BOOST_DIR (copies
 # carried to a bare machine).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -12,12 +14,13 @@ out=${GRAPE_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
 eigen=${GRAPE_EIGEN_DIR:-/usr/include/eigen3}
 fmt_dir=${GRAPE_FMT_DIR:-/usr/include}
+boost_dir=${GRAPE_BOOST_DIR:-/usr/include}
 arch=${GRAPE_CUDA_ARCH:-90}
 nvcc=${NVCC:-nvcc}
-inc=(-I"$root/include" -I"$root/kernels" -I"$eigen" -I"$fmt_dir" -DFMT_HEADER_ONLY)
+inc=(-I"$root/include" -I"$root/kernels" -I"$eigen" -I"$fmt_dir" -I"$boost_dir" -DFMT_HEADER_ONLY)
 start=$(date +%s)
 objs=()
-for f in "$root"/kernels/cpu/*.cpp "$root"/kernels/cuda/rotate_qk_host.cpp; do
+for f in "$root"/kernels/cpu/*.cpp "$root"/kernels/cuda/*.cpp "$root"/tests/gpu/*.cpp; do
   o="$out/$(basename "$(dirname "$f")")_$(basename "${f%.cpp}").o"
   g++ -std=c++20 -O3 -march=native -fopenmp "${inc[@]}" -I"$(dirname "$(command -v "$nvcc")")/../include" -c "$f" -o "$o" &
   objs+=("$o")

@@ -1,7 +1,8 @@
 """grape.attention and grape.torch.attention against an independent float64 PyTorch attention
 (softmax materialized, RoPE / ALiBi / T5 buckets / FoX written from their formulas, RoPE + ALiBi
 together): outputs, the log-sum-exp, and the gradients for q, k, v and each learnable parameter
-(ALiBi slopes, rotary frequencies, the T5 table, FoX log forget gates) against float64 autograd.
+(ALiBi slopes, rotary frequencies, the T5 table, FoX log forget gates, GRAPE-A's omega and gates
+and the logits behind them) against float64 autograd.
 Then packed sequences, the paged-cache decode and bad input."""
 import os
 
@@ -181,6 +182,53 @@ def test_gradients_match_float64_autograd(kind):
         assert (g.double() - w).abs().max().item() <= 1e-4 * scale + 1e-6, name
 
 
+def grape_a_bias64(omega, key_gate, query_gate, pos):
+    """GRAPE-A's gated bias [B, H, i, j] = -(p_i - p_j) * omega[h] * (kg[h, p_j] + qg[h, p_i]) for
+    p_j <= p_i (0 above: the causal mask hides it), from the formula in float64."""
+    dist = (pos[:, :, None] - pos[:, None, :]).double()                     # [B, i, j]
+    rate = key_gate.double()[:, pos].permute(1, 0, 2)[:, :, None, :]         # [B, H, 1, j]
+    if query_gate is not None:
+        rate = rate + query_gate.double()[:, pos].permute(1, 0, 2)[:, :, :, None]
+    return -(dist.clamp(min=0)[:, None] * omega.double()[None, :, None, None] * rate)
+
+
+@pytest.mark.parametrize("gated", ["key", "query+key"])
+@pytest.mark.parametrize("per_sequence", [False, True])
+def test_grape_a_gradients_reach_the_logits(gated, per_sequence):
+    """The gated bias inside the fused attention: the output and the gradients for q, k, v and the
+    logits w, z_k, z_q behind omega = softplus(w) * slope and the gates = softplus(z) (through the
+    caller's autograd) against float64 autograd of the dense formula."""
+    heads, d, seq = 4, 16, 90
+    q, k, v = (x.requires_grad_() for x in operands(2, seq, heads, heads, d))
+    weight = torch.randn(2, seq, heads, d, dtype=torch.float64)
+    slopes = torch.tensor(grape.alibi(heads=heads).slopes, dtype=torch.float64)
+    gate_shape = (2, heads, seq) if per_sequence else (heads, seq)
+    leaves = [torch.randn(heads), torch.randn(gate_shape)] + ([torch.randn(gate_shape)] if gated != "key" else [])
+    leaves = [x.requires_grad_() for x in leaves]
+
+    def gated_args(w, zk, zq=None, dtype=torch.float32):
+        sp = torch.nn.functional.softplus
+        return (sp(w) * slopes.to(dtype), sp(zk), None if zq is None else sp(zq))
+
+    out = torch_attention(q, k, v, grape_a=gated_args(*leaves))
+    got = _grads(out, [q, k, v, *leaves], weight)
+    inputs64 = [x.detach().double().requires_grad_() for x in [q, k, v, *leaves]]
+    omega, kg, qg = gated_args(*inputs64[3:], dtype=torch.float64)
+    pos = torch.arange(seq)[None, :]
+    expect = []
+    for b in range(2):
+        gates = [g if g is None or not per_sequence else g[b] for g in (kg, qg)]
+        bias = grape_a_bias64(omega, gates[0], gates[1], pos)
+        logits = torch.einsum("bihd,bjhd->bhij", inputs64[0][b:b + 1] / d ** 0.5, inputs64[1][b:b + 1]) + bias
+        logits = logits.masked_fill(pos[0][None, :] > pos[0][:, None], float("-inf"))
+        expect.append(torch.einsum("bhij,bjhd->bihd", torch.softmax(logits, -1), inputs64[2][b:b + 1]))
+    expect = torch.cat(expect)
+    torch.testing.assert_close(out.double(), expect.detach(), atol=2e-5, rtol=0)
+    want = _grads(expect, inputs64, weight)
+    for name, g, w in zip(["q", "k", "v", "w", "z_k", "z_q"], got, want):
+        assert (g.double() - w).abs().max().item() <= 1e-4 * w.abs().max().item() + 1e-6, name
+
+
 def test_bad_input_is_one_clear_error():
     q, k, v = operands(1, 8, 4, 2, 16)
     with pytest.raises(grape.GrapeError, match="v: batch and sequence extents must match"):
@@ -189,6 +237,12 @@ def test_bad_input_is_one_clear_error():
         grape.attention(q, torch.randn(1, 8, 3, 16), torch.randn(1, 8, 3, 16))
     with pytest.raises(grape.GrapeError, match="encoding, log_forget: give one"):
         grape.attention(q, k, v, grape.rope(head_dim=16), log_forget=np.zeros((4, 8)))
+    with pytest.raises(grape.GrapeError, match="encoding, grape_a: give one"):
+        grape.attention(q, k, v, grape.rope(head_dim=16), grape_a=(np.ones(4, np.float32), np.ones((4, 8), np.float32)))
+    with pytest.raises(grape.GrapeError, match="key_gate: must have omega's 4 heads"):
+        grape.attention(q, k, v, grape_a=(np.ones(4, np.float32), np.ones((3, 8), np.float32)))
+    with pytest.raises(grape.GrapeError, match="key_gate\\[1\\]: must be finite"):
+        grape.attention(q, k, v, grape_a=(np.ones(4, np.float32), np.array([[0, np.nan] * 4] * 4, np.float32)))
     with pytest.raises(grape.GrapeError, match="head_dim 32"):
         grape.attention(q, k, v, grape.rope(head_dim=32))
     with pytest.raises(grape.GrapeError, match="q.heads must equal the encoding's heads"):

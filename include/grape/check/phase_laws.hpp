@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <fmt/format.h>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string_view>
 #include <vector>
 
 #include "grape/check/report.hpp"
+#include "grape/detail/random_draws.hpp"
 
 namespace grape {
 namespace detail {
@@ -40,17 +42,8 @@ double phase_tolerance(const I& inst, int h, double qk_norms, std::initializer_l
   return qk_norms * eps * (64.0 * inst.head_dim + 16.0 * (1.0 + angles));
 }
 
-inline std::vector<double> unit_normals(std::mt19937_64& rng, int n) {
-  std::normal_distribution<double> z(0.0, 1.0);
-  std::vector<double> v(static_cast<std::size_t>(n));
-  for (auto& x : v) x = z(rng);
-  return v;
-}
-
 inline double norm(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x * x;
-  return std::sqrt(s);
+  return std::sqrt(std::inner_product(v.begin(), v.end(), v.begin(), 0.0));
 }
 
 }  // namespace detail
@@ -66,7 +59,7 @@ struct phase_shift_invariance_law {
     const std::int64_t n = t.draw_position(), m = t.draw_position();
     const double c = detail::draw_real_shift(t);
     const auto& inst = t.instance;
-    const auto q = detail::unit_normals(t.rng, inst.content_dim()), k = detail::unit_normals(t.rng, inst.content_dim());
+    const auto q = detail::normal_vector(t.rng, inst.content_dim()), k = detail::normal_vector(t.rng, inst.content_dim());
     const double pm = inst.phase(t.head, m), pn = inst.phase(t.head, n);
     const double s1 = inst.score_at_phases(t.head, q.data(), k.data(), pm, pn);
     const double s2 = inst.score_at_phases(t.head, q.data(), k.data(), pm + c, pn + c);
@@ -87,7 +80,7 @@ struct phase_difference_law {
   static std::optional<counterexample> trial(detail::trial_inputs<E>& t) {
     const std::int64_t n = t.draw_position(), m = t.draw_position();
     const auto& inst = t.instance;
-    const auto q = detail::unit_normals(t.rng, inst.content_dim()), k = detail::unit_normals(t.rng, inst.content_dim());
+    const auto q = detail::normal_vector(t.rng, inst.content_dim()), k = detail::normal_vector(t.rng, inst.content_dim());
     const double pm = inst.phase(t.head, m), pn = inst.phase(t.head, n);
     const double s1 = inst.score(t.head, q.data(), k.data(), std::array<std::int64_t, 1>{m}, std::array<std::int64_t, 1>{n});
     const double s2 = inst.score_at_phases(t.head, q.data(), k.data(), 0.0, pn - pm);

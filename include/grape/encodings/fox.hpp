@@ -17,6 +17,7 @@
 #include "grape/encoding.hpp"
 #include "grape/group/translation.hpp"
 #include "grape/inject/score_bias.hpp"
+#include "grape/math/paper_bias.hpp"
 
 namespace grape {
 
@@ -114,7 +115,7 @@ struct fox final : encoding<translation<1>, no_representation, score_bias<forget
       for (std::int64_t l = 0; l < b.length; ++l) {
         const double z = p.gate_logits[h * b.length + l];
         detail::require_finite(fmt::format("gate_logits[{}]", h * b.length + l), z);
-        sum += z < 0 ? z - std::log1p(std::exp(z)) : -std::log1p(std::exp(-z));  // log σ(z), stable
+        sum += math::log_sigmoid(z);
         b.prefix[h * (b.length + 1) + l + 1] = sum;
       }
     }

@@ -7,6 +7,7 @@
 // The gates travel with their tokens: translation invariance holds when the content moves with
 // the positions (content_shift_invariance), not for fixed content.
 #include <boost/hana/define_struct.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -22,6 +23,7 @@
 #include "grape/encodings/alibi.hpp"
 #include "grape/group/translation.hpp"
 #include "grape/inject/score_bias.hpp"
+#include "grape/math/paper_bias.hpp"
 
 namespace grape {
 
@@ -44,8 +46,30 @@ struct gated_linear_bias {
       throw input_error(fmt::format("position: ({}, {}) is outside the gate sequence [{}, {})", m, n, origin, origin + length));
     double rate = key_gate[h * length + j];
     if (!query_gate.empty()) rate += query_gate[h * length + i];
-    return -static_cast<double>(m - n) * omega[h] * rate;
+    return math::gated_linear_value(m - n, omega[h], rate);
   }
+
+  // Gradient with respect to the values the bias holds (BiasWithGradient, for the fused
+  // attention's backward), as FoX's is with respect to its log forget gates: [heads] ω_h, then
+  // [heads, length] key gates g_k, then (query+key-gated) [heads, length] query gates g_q; the
+  // chain through softplus and the slopes to the logits is the caller's (its autograd).
+  std::size_t parameter_count() const {
+    return static_cast<std::size_t>(num_heads) * (1 + length * (query_gate.empty() ? 1 : 2));
+  }
+  std::size_t grad_accumulator_size() const { return parameter_count(); }
+  void accumulate_grad(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n, double g,
+                       double* acc) const {
+    if (n[0] >= m[0]) return;  // the diagonal's bias is 0 whatever the gates; above it the logit is masked
+    const double distance = -static_cast<double>(m[0] - n[0]);  // ∂b/∂(ω·rate)
+    double rate = key_gate[h * length + n[0]];
+    if (!query_gate.empty()) {
+      rate += query_gate[h * length + m[0]];
+      acc[num_heads * (1 + length) + h * length + m[0]] += g * distance * omega[h];
+    }
+    acc[h] += g * distance * rate;
+    acc[num_heads + h * length + n[0]] += g * distance * omega[h];
+  }
+  void gradient(const double* acc, double* grad) const { std::copy_n(acc, parameter_count(), grad); }
 };
 
 namespace detail {

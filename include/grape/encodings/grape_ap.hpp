@@ -22,7 +22,9 @@
 #include "grape/encoding.hpp"
 #include "grape/encodings/alibi.hpp"
 #include "grape/group/translation.hpp"
+#include "grape/inject/offset_tile.hpp"
 #include "grape/inject/score_bias.hpp"
+#include "grape/math/paper_bias.hpp"
 
 namespace grape {
 
@@ -35,6 +37,7 @@ struct path_integral_bias {
   std::vector<double> slopes;   // [heads]
   std::vector<double> rows;     // [heads, length, P]: p, the row side, as given
   std::vector<double> keys;     // [heads, length, P]: p̂, RMS-normalised
+  std::vector<double> offset_cos, offset_sin;  // [length]: cos and sin of φ = ℓ − m = −d, d = m − ℓ
 
   int heads() const { return num_heads; }
   double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
@@ -45,8 +48,33 @@ struct path_integral_bias {
     if (n > m) return -std::numeric_limits<double>::infinity();
     require_in_sequence(m, n, origin);
     double sum = 0;
-    for (std::int64_t l = n + 1; l <= m; ++l) sum += term(h, m - origin, l - origin, static_cast<double>(l - m));
+    for (std::int64_t l = n + 1; l <= m; ++l) sum += term_at_offset(h, m - origin, l - origin);
     return sum;
+  }
+  /// A whole tile for the fused attention (inject/offset_tile.hpp). With consecutive keys inside
+  /// the sequence, each row is one suffix sum from its query down to the tile's first key — the
+  /// path sum of every logit of the row in O(m − n₀) terms, not O((m − n₀)·cols) — equal to
+  /// bias() up to the order of the float64 sum; otherwise logit by logit through bias().
+  void add_tile(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
+                std::int64_t ld) const {
+    bool suffix_sums = cols > 0 && n[0] >= 0 && n[0] + cols <= length && consecutive_positions(n, cols);
+    for (std::int64_t r = 0; r < rows; ++r) suffix_sums &= m[r] < length;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = S + r * ld;
+      const std::int64_t i = m[r];
+      if (!suffix_sums) {
+        for (std::int64_t c = 0; c < cols; ++c) row[c] += static_cast<float>(bias_with_content(h, i, n[c], 0));
+        continue;
+      }
+      const std::int64_t n0 = n[0], n_end = n0 + cols;
+      for (std::int64_t j = n0 > i + 1 ? n0 : i + 1; j < n_end; ++j)
+        row[j - n0] += -std::numeric_limits<float>::infinity();  // keys after the query
+      double sum = 0;  // Σ_{j<ℓ≤i} term(ℓ) for the current j
+      for (std::int64_t j = i; j >= n0; --j) {
+        if (j < i) sum += term_at_offset(h, i, j + 1);
+        if (j < n_end) row[j - n0] += static_cast<float>(sum);
+      }
+    }
   }
   void require_in_sequence(std::int64_t m, std::int64_t n, std::int64_t origin) const {
     if (n < origin || m >= origin + length)
@@ -54,15 +82,13 @@ struct path_integral_bias {
   }
   /// slope_h·log σ(⟨p_i, R(φ)p̂_ℓ⟩/P) for the tokens i (row) and ℓ (key) of the sequence.
   double term(int h, std::int64_t i, std::int64_t l, double phi) const {
-    const double* x = rows.data() + (h * length + i) * dim;
-    const double* y = keys.data() + (h * length + l) * dim;
-    const double c = std::cos(phi), s = std::sin(phi);
-    double dot = 0;
-    for (int k = 0; k < dim / 2; ++k) {  // R(φ)y, the reference's sign: y1 c + y2 s, −y1 s + y2 c
-      dot += x[k] * (y[k] * c + y[k + dim / 2] * s) + x[k + dim / 2] * (-y[k] * s + y[k + dim / 2] * c);
-    }
-    const double z = dot / dim;
-    return slopes[h] * (z < 0 ? z - std::log1p(std::exp(z)) : -std::log1p(std::exp(-z)));  // log σ(z), stable
+    return math::path_integral_term(rows.data() + (h * length + i) * dim, keys.data() + (h * length + l) * dim, dim,
+                                    std::cos(phi), std::sin(phi), slopes[h]);
+  }
+  /// The same at this type's phase φ = ℓ − i (ℓ <= i), its cos and sin from the offset tables.
+  double term_at_offset(int h, std::int64_t i, std::int64_t l) const {
+    return math::path_integral_term(rows.data() + (h * length + i) * dim, keys.data() + (h * length + l) * dim, dim,
+                                    offset_cos[i - l], offset_sin[i - l], slopes[h]);
   }
 };
 
@@ -79,7 +105,13 @@ inline path_integral_bias make_path_integral_bias(int heads, int p_dim, double n
   if (projections.empty() || projections.size() % per_token != 0)
     throw input_error(fmt::format("projections: must hold heads x length x p_dim values (got {})", projections.size()));
   path_integral_bias b{heads, static_cast<std::int64_t>(projections.size() / per_token), p_dim,
-                       alibi_slopes(heads), projections, projections};
+                       alibi_slopes(heads), projections, projections, {}, {}};
+  b.offset_cos.resize(static_cast<std::size_t>(b.length));
+  b.offset_sin.resize(static_cast<std::size_t>(b.length));
+  for (std::int64_t d = 0; d < b.length; ++d) {
+    b.offset_cos[d] = std::cos(static_cast<double>(-d));
+    b.offset_sin[d] = std::sin(static_cast<double>(-d));
+  }
   for (std::size_t t = 0; t < projections.size(); t += p_dim) {
     double mean_square = 0;
     for (int k = 0; k < p_dim; ++k) {

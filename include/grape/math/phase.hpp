@@ -16,6 +16,17 @@ GRAPE_HOST_DEVICE constexpr phase_t phase_at(std::int64_t position, phase_t turn
   return static_cast<phase_t>(position) * turn_fraction;
 }
 
+/// The phase of a real angle given in turns (contextual GRAPE-M: Φ·θ/2π formed in float64): its
+/// whole turns dropped exactly, the fraction kept to 2^-63 turn. |turns| >= 2^52 is a whole number
+/// of turns in float64 (phase 0); so is a NaN, which callers refuse before.
+GRAPE_HOST_DEVICE inline phase_t phase_of_turns(double turns) {
+  constexpr double whole_from = 4503599627370496.0;  // 2^52
+  if (!(turns < whole_from && turns > -whole_from)) return 0;
+  double fraction = turns - static_cast<double>(static_cast<std::int64_t>(turns));  // exact, in (−1, 1)
+  if (fraction < 0) fraction += 1.0;                                                 // [0, 1]
+  return static_cast<phase_t>(fraction * 9223372036854775808.0) << 1;                // 1.0 wraps to 0
+}
+
 /// The phase as radians in [-π, π), in double (for references and host-side tables).
 GRAPE_HOST_DEVICE inline double phase_to_radians(phase_t phase) {
   constexpr double radians_per_unit = 6.283185307179586476925286766559 / 18446744073709551616.0;

@@ -1,0 +1,84 @@
+#pragma once
+// A GRAPE-M call as the device runs it (grape_m_call, cuda/grape_m_thread.hpp), planned on the
+// host: the CPU's checks and plan without reading device memory, the block size and whether the
+// token's cos/sin table fits in shared memory. Plain C++: the CUDA host and the emulation test
+// (tests/cuda_emulation) build the same call. C++17, as the library's .cu files.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cpu/grape_m_plan.hpp"
+#include "cuda/grape_m_thread.hpp"
+#include "grape/detail/error.hpp"
+
+using cudaStream_t = struct CUstream_st*;
+
+namespace grape::cuda {
+
+/// θ in the two forms the body reads: turn fractions (integer positions) and θ/2π (phases).
+struct grape_m_tables {
+  const math::phase_t* fractions = nullptr;
+  const double* turns = nullptr;
+};
+
+/// The same tables in host memory, from the spec's θ (validated: finite), for upload.
+struct grape_m_host_tables {
+  std::vector<math::phase_t> fractions;
+  std::vector<double> turns;
+};
+inline grape_m_host_tables host_tables_of(const cpu::grape_m_spec& spec) {
+  const std::size_t count = static_cast<std::size_t>(spec.freq_rows) * spec.planes;
+  grape_m_host_tables t{std::vector<math::phase_t>(count), std::vector<double>(count)};
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!std::isfinite(spec.freqs[i]))
+      throw input_error("grape_m: freqs[" + std::to_string(i / spec.planes) + "][" + std::to_string(i % spec.planes) +
+                        "] is not finite");
+    t.fractions[i] = math::turn_fraction_of(spec.freqs[i]);
+    t.turns[i] = spec.freqs[i] / 6.283185307179586476925286766559;  // θ/2π
+  }
+  return t;
+}
+
+/// The call and its launch shape: one block of `block` threads per token.
+struct grape_m_launch {
+  grape_m_call call;
+  int block = 1;
+  std::int64_t shared_bytes() const { return call.table_floats() * static_cast<std::int64_t>(sizeof(float)); }
+};
+
+/// Plans the call: spec.freqs is host memory, spec.phases and every index array of args device
+/// memory (not read: the kernel flags bad positions and non-finite phases).
+inline grape_m_launch plan_grape_m_launch(const cpu::grape_m_spec& spec, grape_m_tables tables,
+                                          const cpu::rotate_qk_args& args, std::int64_t total_tokens,
+                                          int* error_flag, bool backward) {
+  constexpr std::int64_t shared_budget_floats = 48 * 1024 / sizeof(float);
+  const cpu::detail::device_indices device{total_tokens};
+  const cpu::detail::grape_m_plan planned = cpu::detail::plan_grape_m(spec, args, &device);
+  grape_m_launch l;
+  grape_m_call& c = l.call;
+  c.p = planned.owned.plan;  // no pointer into the owned arrays: GRAPE-M's plan has no tables
+  c.group = planned.group;
+  c.planes = spec.planes;
+  c.freq_rows = spec.freq_rows;
+  c.phase_rows = spec.phase_rows;
+  c.table_rows = spec.freq_rows > 1 || (spec.phases != nullptr && spec.phase_rows > 1)
+                     ? static_cast<int>(planned.kv_heads) : 1;
+  c.table = 2 * static_cast<std::int64_t>(c.table_rows) * c.planes <= shared_budget_floats;
+  c.fractions = tables.fractions;
+  c.turns = tables.turns;
+  c.phases = spec.phases;
+  c.sin_sign = static_cast<float>(backward ? -spec.angle_sign : spec.angle_sign);
+  c.max_position = args.max_position;
+  c.error_flag = error_flag;
+  const std::int64_t units = (c.p.q.heads + c.p.k.heads) * c.units_per_head();
+  l.block = units >= 256 ? 256 : static_cast<int>((units + 31) / 32 * 32);
+  return l;
+}
+
+namespace detail {
+/// Launches the body for the call's dtype and layout (grape_m.cu).
+void launch_grape_m(const grape_m_launch& l, cpu::dtype type, math::layout_kind layout, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace grape::cuda

@@ -1,0 +1,85 @@
+// Host side of the CUDA GRAPE-M (compiled by the host compiler): the frequency tables in device
+// memory, the rotate_qk route for one shared row of θ >= 0, the plan and the launch.
+#include <cuda_runtime.h>
+
+#include <fmt/format.h>
+
+#include "cpu/rotate_qk_plan.hpp"
+#include "cuda/grape_m_call.hpp"
+#include "cuda/grape_m_cuda.hpp"
+#include "cuda/rotate_qk_request.hpp"
+#include "grape/detail/error.hpp"
+
+namespace grape::cuda {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(fmt::format("grape: {}: {}", what, cudaGetErrorString(e)));
+}
+
+/// Allocates `device` (owned by the caller from then on) and copies `host` into it.
+template <class T>
+void upload(const std::vector<T>& host, T*& device) {
+  check(cudaMalloc(&device, host.size() * sizeof(T)), "cudaMalloc");
+  check(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+}
+
+void run(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases, std::int64_t total_tokens,
+         int* device_error_flag, cudaStream_t stream, bool backward) {
+  detail::check_device_call(args, device_error_flag);
+  cpu::grape_m_spec spec = m.spec();
+  spec.phases = phases.values;
+  spec.phase_rows = phases.rows;
+  if (phases.values == nullptr && m.rotary() != nullptr) {  // rotate_qk's kernel; −angle is its backward
+    const cpu::detail::device_indices device{total_tokens};
+    cpu::detail::plan_grape_m(spec, args, &device);  // the CPU call's checks and messages
+    const bool reverse = backward != (spec.angle_sign < 0);
+    return reverse ? rotate_qk_backward(*m.rotary(), *m.rotary_tables(), args, total_tokens, device_error_flag, stream)
+                   : rotate_qk(*m.rotary(), *m.rotary_tables(), args, total_tokens, device_error_flag, stream);
+  }
+  const grape_m_launch l = plan_grape_m_launch(spec, {m.turn_fractions(), m.turns()}, args, total_tokens,
+                                               device_error_flag, backward);
+  detail::launch_grape_m(l, args.type, spec.layout, stream);
+}
+
+}  // namespace
+
+device_grape_m::device_grape_m(const cpu::grape_m_spec& spec) : spec_(spec) {
+  if (spec.phases != nullptr) throw input_error("grape_m: phases: pass them with each call, not in the device spec");
+  if (spec.freqs == nullptr) throw input_error("grape_m: freqs is null");
+  if (spec.freq_rows < 1) throw input_error(fmt::format("grape_m: freqs: rows must be >= 1 (got {})", spec.freq_rows));
+  if (spec.planes <= 0 || 2 * spec.planes > spec.head_dim)
+    throw input_error(
+        fmt::format("grape_m: planes must be in [1, head_dim / 2 = {}] (got {})", spec.head_dim / 2, spec.planes));
+  const std::size_t count = static_cast<std::size_t>(spec.freq_rows) * spec.planes;
+  freqs_.assign(spec.freqs, spec.freqs + count);
+  spec_.freqs = freqs_.data();
+  const grape_m_host_tables tables = host_tables_of(spec_);
+  rotary_ = cpu::detail::grape_m_rotary_spec(spec_);
+  try {
+    upload(tables.fractions, fractions_);
+    upload(tables.turns, turns_);
+    if (rotary_) rotary_tables_ = std::make_unique<device_rotary>(*rotary_);
+  } catch (...) {
+    cudaFree(fractions_);
+    cudaFree(turns_);
+    throw;
+  }
+}
+
+device_grape_m::~device_grape_m() {
+  cudaFree(fractions_);
+  cudaFree(turns_);
+}
+
+void grape_m_rotate_qk(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases,
+                       std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
+  run(m, args, phases, total_tokens, device_error_flag, stream, false);
+}
+
+void grape_m_rotate_qk_backward(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases,
+                                std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
+  run(m, args, phases, total_tokens, device_error_flag, stream, true);
+}
+
+}  // namespace grape::cuda

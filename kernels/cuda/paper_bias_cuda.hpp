@@ -1,0 +1,58 @@
+#pragma once
+// CUDA bias tiles of the GRAPE paper's content-dependent biases (the CPU tiles:
+// cpu/encode_bias_paper.hpp): gated GRAPE-A (key- or query+key-gated) and GRAPE-AP.
+//
+//   const grape::cuda::device_gated_bias bias(grape_a_key_gated::make(p));   // arrays uploaded once
+//   grape::cuda::bias_tile(bias, tile, stream);    // tile.out: device memory, [heads, q_len, k_len]
+//
+// The same row bodies as the CPU (float64 per element, rounded once; keys after the query −∞),
+// one thread per (head, query) row. Shapes are checked on the host as the CPU checks them.
+#include <cstdint>
+#include <vector>
+
+#include "cpu/score_bias.hpp"
+#include "grape/encodings/grape_a_gated.hpp"
+#include "grape/encodings/grape_ap.hpp"
+#include "grape/inject/score_bias.hpp"
+
+using cudaStream_t = struct CUstream_st*;
+
+namespace grape::cuda {
+
+/// float64 values in device memory (null when empty).
+class device_doubles {
+ public:
+  explicit device_doubles(const std::vector<double>& host);
+  ~device_doubles();
+  device_doubles(const device_doubles&) = delete;
+  device_doubles& operator=(const device_doubles&) = delete;
+  const double* get() const { return data_; }
+
+ private:
+  double* data_ = nullptr;
+};
+
+/// grape_a_key_gated / grape_a_qk_gated on the device: ω_h and the gates.
+class device_gated_bias {
+ public:
+  explicit device_gated_bias(const bias_instance<gated_linear_bias>& inst);
+  int heads;
+  std::int64_t length;
+  device_doubles omega, key_gate, query_gate;  // query_gate null when key-gated
+};
+
+/// grape_ap_relative on the device: slopes, p, p̂ and the cos/sin of each offset.
+class device_path_integral_bias {
+ public:
+  explicit device_path_integral_bias(const bias_instance<path_integral_bias>& inst);
+  int heads;
+  std::int64_t length;
+  int dim;
+  device_doubles slopes, rows, keys, offset_cos, offset_sin;
+};
+
+/// Writes the tile (tile.out in device memory; tile.threads is not used).
+void bias_tile(const device_gated_bias& bias, const cpu::bias_tile& tile, cudaStream_t stream);
+void bias_tile(const device_path_integral_bias& bias, const cpu::bias_tile& tile, cudaStream_t stream);
+
+}  // namespace grape::cuda

@@ -1,0 +1,13 @@
+#pragma once
+// The launches of the paper's bias tiles (paper_bias.cu), called by the host side with row
+// bodies over device arrays.
+#include "cpu/paper_bias_rows.hpp"
+
+using cudaStream_t = struct CUstream_st*;
+
+namespace grape::cuda::detail {
+
+void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t stream);
+void launch_bias_rows(const cpu::detail::path_integral_rows& rows, cudaStream_t stream);
+
+}  // namespace grape::cuda::detail

@@ -1,0 +1,6 @@
+// Fused attention kernels: the GRAPE paper's gated bias (grape_a_key_gated, grape_a_qk_gated).
+#include "attention_kernels.tpp"
+
+namespace grape::python {
+GRAPE_PYTHON_ATTENTION_KERNELS(, gated_grape_a)
+}  // namespace grape::python

@@ -1,0 +1,50 @@
+#pragma once
+// Shared by the GPU check's parts (gpu_check.cu: rotate_qk; paper_check.cpp, compiled by g++:
+// GRAPE-M and the paper's bias tiles): the error check, a result row and the timing helper.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                               \
+  do {                                                                         \
+    const cudaError_t e = (x);                                                 \
+    if (e != cudaSuccess) {                                                    \
+      std::fprintf(stderr, "gpu_check: %s: %s\n", #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+namespace grape_gpu {
+
+/// One line of the table: the largest error against the CPU, its tolerance, and the kernel's
+/// bandwidth with that of its same-traffic pass.
+struct row {
+  char name[64];
+  double max_error, tolerance, rope_gbs, copy_gbs;
+};
+
+/// Milliseconds per call of `body` on `stream`, after one warm-up call.
+template <class Body>
+float time_ms(cudaStream_t stream, int iterations, Body&& body) {
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  body();
+  CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < iterations; ++i) body();
+  CHECK(cudaEventRecord(stop, stream));
+  CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / iterations;
+}
+
+/// GRAPE-M's contextual rotation and the gated and path-integral bias tiles (paper_check.cpp).
+std::vector<row> paper_rows(std::int64_t tokens, int iterations);
+
+}  // namespace grape_gpu

@@ -1,0 +1,157 @@
+// The GPU check's GRAPE-paper part (tests/gpu/run.sh), compiled by g++ against the CUDA runtime:
+// GRAPE-M's per-head contextual rotation and the gated and path-integral bias tiles on the device,
+// each against the CPU kernel on the same random inputs, timed against a same-traffic pass.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cpu/encode_bias.hpp"
+#include "cpu/grape_m.hpp"
+#include "cuda/grape_m_cuda.hpp"
+#include "cuda/paper_bias_cuda.hpp"
+#include "gpu_check.hpp"
+
+namespace grape_gpu {
+namespace {
+
+/// GRAPE-M, bf16 in place, 32 query heads × 128 over 8 key heads, a θ row per key head, turned by
+/// float64 per-token phases per key head (contextual) up to 3·10^5, against the CPU kernel.
+row run_grape_m(std::int64_t tokens, int iterations) {
+  constexpr int q_heads = 32, kv_heads = 8, head_dim = 128, planes = 64;
+  std::mt19937_64 rng(43);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::uniform_real_distribution<double> rate(0.0, 10.0);
+  std::vector<double> freqs(kv_heads * planes), phases(kv_heads * tokens);
+  for (int h = 0; h < kv_heads; ++h)
+    for (int j = 0; j < planes; ++j) freqs[h * planes + j] = std::pow(10000.0, -2.0 * j / head_dim) * (1 + 0.01 * h);
+  for (int h = 0; h < kv_heads; ++h) {
+    double phi = 0;
+    for (std::int64_t t = 0; t < tokens; ++t) phases[h * tokens + t] = phi += rate(rng);
+  }
+  const std::int64_t q_elems = tokens * q_heads * head_dim, k_elems = tokens * kv_heads * head_dim;
+  std::vector<Eigen::bfloat16> q(q_elems), k(k_elems);
+  for (auto& x : q) x = Eigen::bfloat16(g(rng));
+  for (auto& x : k) x = Eigen::bfloat16(g(rng));
+  Eigen::bfloat16 *dq, *dk, *dcopy;
+  double* dphases;
+  int* dflag;
+  const std::size_t q_bytes = q_elems * 2, k_bytes = k_elems * 2;
+  CHECK(cudaMalloc(&dq, q_bytes));
+  CHECK(cudaMalloc(&dk, k_bytes));
+  CHECK(cudaMalloc(&dcopy, q_bytes + k_bytes));
+  CHECK(cudaMalloc(&dphases, phases.size() * sizeof(double)));
+  CHECK(cudaMalloc(&dflag, sizeof(int)));
+  CHECK(cudaMemset(dflag, 0, sizeof(int)));
+  CHECK(cudaMemcpy(dq, q.data(), q_bytes, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dk, k.data(), k_bytes, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dphases, phases.data(), phases.size() * sizeof(double), cudaMemcpyHostToDevice));
+  grape::cpu::grape_m_spec spec;
+  spec.head_dim = head_dim;
+  spec.planes = planes;
+  spec.freqs = freqs.data();
+  spec.freq_rows = kv_heads;
+  grape::cpu::rotate_qk_args args;
+  args.type = grape::cpu::dtype::bf16;
+  args.q = {dq, dq, q_heads, q_elems, 0, q_heads * head_dim, head_dim};
+  args.k = {dk, dk, kv_heads, k_elems, 0, kv_heads * head_dim, head_dim};
+  args.seq_len = tokens;
+  const grape::cuda::device_grape_m m(spec);
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  grape::cuda::grape_m_rotate_qk(m, args, {dphases, kv_heads}, tokens, dflag, stream);
+  CHECK(cudaStreamSynchronize(stream));
+  std::vector<Eigen::bfloat16> q_gpu(q_elems), k_gpu(k_elems);
+  CHECK(cudaMemcpy(q_gpu.data(), dq, q_bytes, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(k_gpu.data(), dk, k_bytes, cudaMemcpyDeviceToHost));
+  int flag = 0;
+  CHECK(cudaMemcpy(&flag, dflag, sizeof(int), cudaMemcpyDeviceToHost));
+  grape::cpu::rotate_qk_args host = args;
+  host.q = {q.data(), q.data(), q_heads, q_elems, 0, q_heads * head_dim, head_dim};
+  host.k = {k.data(), k.data(), kv_heads, k_elems, 0, kv_heads * head_dim, head_dim};
+  spec.phases = phases.data();
+  spec.phase_rows = kv_heads;
+  grape::cpu::grape_m_rotate_qk(spec, host);
+  double worst = flag ? INFINITY : 0.0;
+  for (std::int64_t i = 0; i < q_elems; ++i)
+    worst = std::max(worst, std::fabs(static_cast<float>(q_gpu[i]) - static_cast<float>(q[i])) / (1.0 + std::fabs(static_cast<float>(q[i]))));
+  for (std::int64_t i = 0; i < k_elems; ++i)
+    worst = std::max(worst, std::fabs(static_cast<float>(k_gpu[i]) - static_cast<float>(k[i])) / (1.0 + std::fabs(static_cast<float>(k[i]))));
+  const float kernel_ms = time_ms(stream, iterations, [&] {
+    grape::cuda::grape_m_rotate_qk(m, args, {dphases, kv_heads}, tokens, dflag, stream);
+  });
+  const float copy_ms = time_ms(stream, iterations, [&] {
+    CHECK(cudaMemcpyAsync(dcopy, dq, q_bytes, cudaMemcpyDeviceToDevice, stream));
+    CHECK(cudaMemcpyAsync(dcopy + q_elems, dk, k_bytes, cudaMemcpyDeviceToDevice, stream));
+  });
+  const double moved = 2.0 * (q_bytes + k_bytes);
+  row r{};
+  std::snprintf(r.name, sizeof r.name, "grape_m bf16 ctx phases 32/8x128");
+  r.max_error = worst;
+  r.tolerance = 1.6e-2;
+  r.rope_gbs = moved / kernel_ms / 1e6;
+  r.copy_gbs = moved / copy_ms / 1e6;
+  cudaFree(dq);
+  cudaFree(dk);
+  cudaFree(dcopy);
+  cudaFree(dphases);
+  cudaFree(dflag);
+  cudaStreamDestroy(stream);
+  return r;
+}
+
+/// A GRAPE paper bias tile (the causal square of `length` tokens, 8 heads) against the CPU tile;
+/// its bandwidth of tile written against a memset of the same tile.
+template <class DeviceBias, class Instance>
+row run_bias(const char* name, const Instance& inst, std::int64_t length, int iterations) {
+  const std::int64_t heads = inst.heads(), elems = heads * length * length;
+  float* dtile;
+  CHECK(cudaMalloc(&dtile, elems * sizeof(float)));
+  const DeviceBias bias(inst);
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  const grape::cpu::bias_tile tile{dtile, heads, 0, length, 0, length, 0};
+  grape::cuda::bias_tile(bias, tile, stream);
+  CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> gpu(elems), cpu(elems);
+  CHECK(cudaMemcpy(gpu.data(), dtile, elems * sizeof(float), cudaMemcpyDeviceToHost));
+  grape::cpu::bias_tile_of(inst, {cpu.data(), heads, 0, length, 0, length, 0});
+  double worst = 0;
+  for (std::int64_t i = 0; i < elems; ++i)
+    if (!(gpu[i] == cpu[i]))  // −∞ above the diagonal on both sides
+      worst = std::max(worst, std::fabs(static_cast<double>(gpu[i]) - cpu[i]) / (1.0 + std::fabs(cpu[i])));
+  const float kernel_ms = time_ms(stream, iterations, [&] { grape::cuda::bias_tile(bias, tile, stream); });
+  const float fill_ms = time_ms(stream, iterations, [&] { CHECK(cudaMemsetAsync(dtile, 0, elems * sizeof(float), stream)); });
+  row r{};
+  std::snprintf(r.name, sizeof r.name, "%s", name);
+  r.max_error = worst;
+  r.tolerance = 2.4e-7;  // float64 element, rounded once (device and host libm may differ by an ulp)
+  r.rope_gbs = elems * 4.0 / kernel_ms / 1e6;
+  r.copy_gbs = elems * 4.0 / fill_ms / 1e6;
+  cudaFree(dtile);
+  cudaStreamDestroy(stream);
+  return r;
+}
+
+}  // namespace
+
+std::vector<row> paper_rows(std::int64_t tokens, int iterations) {
+  std::vector<row> rows;
+  rows.push_back(run_grape_m(tokens, iterations));
+  std::mt19937_64 rng(44);
+  std::normal_distribution<double> z(0.0, 2.0);
+  const std::int64_t length = 2048;
+  std::vector<double> w(8), gates(8 * length), projections(8 * length * 16);
+  for (auto& x : w) x = z(rng);
+  for (auto& x : gates) x = z(rng);
+  for (auto& x : projections) x = z(rng);
+  rows.push_back(run_bias<grape::cuda::device_gated_bias>(
+      "grape_a_key_gated tile 8x2048^2", grape::grape_a_key_gated::make({8, 64, w, gates}), length, iterations));
+  rows.push_back(run_bias<grape::cuda::device_path_integral_bias>(
+      "grape_ap_relative tile 8x2048^2", grape::grape_ap_relative::make({8, 64, 16, 1e-6, projections}), length,
+      std::max(1, iterations / 10)));
+  return rows;
+}
+
+}  // namespace grape_gpu
