@@ -8,8 +8,10 @@ bash "$root/scripts/setup.sh"
 python=$(bash "$root/scripts/setup_python.sh")
 jobs=${GRAPE_JOBS:-$(nproc)}
 # ccache leaves the build directory out of its key, so that the sanitizer build gets the objects it
-# compiles with the main build's flags (grape_core, grape_check: see CMakeLists.txt) from the cache.
-export CCACHE_NOHASHDIR=1
+# compiles with the main build's flags (grape_core, grape_check: see CMakeLists.txt) from the cache;
+# and rewrites paths under the clone relative to it, so that any clone of the repository on this
+# machine reuses another's objects (tests/CMakeLists.txt keeps absolute paths out of the rest).
+export CCACHE_NOHASHDIR=1 CCACHE_BASEDIR="$root"
 
 # -g1 (line tables: file:line in backtraces and sanitizer reports) instead of -g: full debug info
 # is a third of the compile time of the template-heavy translation units and the tests never read it.

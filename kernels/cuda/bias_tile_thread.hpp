@@ -31,20 +31,32 @@ GRAPE_HOST_DEVICE std::int64_t bias_tile_items(const Rows& r) {
   else return r.t.k_len > 0 ? rows : 0;
 }
 
-/// Blocks for `items` items: one per thread, at most bias_tile_max_grid blocks (then strided).
+/// Blocks for `items` items (of a tile or any other one-thread-per-item body): one per thread, at
+/// most bias_tile_max_grid blocks (then strided).
 inline std::int64_t bias_tile_grid(std::int64_t items) {
   const std::int64_t blocks = (items + bias_tile_block - 1) / bias_tile_block;
   return blocks < bias_tile_max_grid ? blocks : bias_tile_max_grid;
 }
 
-/// The items of thread `tid` of block `b` in a grid of `grid` blocks of `block` threads.
+/// f(item) for the items of thread `tid` of block `b` in a grid of `grid` blocks of `block` threads.
+template <class F>
+GRAPE_HOST_DEVICE void run_items(const F& f, std::int64_t items, std::int64_t b, int tid, std::int64_t grid, int block) {
+  for (std::int64_t item = b * block + tid; item < items; item += grid * block) f(item);
+}
+
+/// The tile's items of one thread: elements, or rows.
 template <class Rows>
-GRAPE_HOST_DEVICE void run_bias_tile(const Rows& r, std::int64_t items, std::int64_t b, int tid, std::int64_t grid,
-                                     int block) {
-  for (std::int64_t item = b * block + tid; item < items; item += grid * block) {
+struct bias_tile_items_of {
+  Rows r;
+  GRAPE_HOST_DEVICE void operator()(std::int64_t item) const {
     if constexpr (elementwise_rows<Rows>) r.t.out[item] = r.element(item / r.t.k_len, item % r.t.k_len);
     else r(item);
   }
+};
+template <class Rows>
+GRAPE_HOST_DEVICE void run_bias_tile(const Rows& r, std::int64_t items, std::int64_t b, int tid, std::int64_t grid,
+                                     int block) {
+  run_items(bias_tile_items_of<Rows>{r}, items, b, tid, grid, block);
 }
 
 }  // namespace grape::cuda

@@ -1,5 +1,6 @@
-// GRAPE-M's per-head and contextual rotations on the device: every dtype and layout in one
-// translation unit (small bodies; the launch shape is planned on the host, grape_m_call.hpp).
+// GRAPE-M's per-head and contextual rotations and their parameter gradients on the device: every
+// dtype and layout in one translation unit (small bodies; the launch shape is planned on the host,
+// grape_m_call.hpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,29 +14,50 @@
 namespace grape::cuda::detail {
 namespace {
 
+/// The forward body, or the gradients' (Grads), for storage T and a layout.
+template <bool Grads, class T, math::layout_kind L>
+struct body {
+  using type = grape_m_token_thread<T, L>;
+};
 template <class T, math::layout_kind L>
-void launch_as(const grape_m_launch& l, cudaStream_t stream) {
-  const grape_m_token_thread<T, L> f{l.call};
-  two_phase_kernel<<<static_cast<unsigned>(l.call.p.total_tokens), l.block, l.shared_bytes(), stream>>>(f);
+struct body<true, T, L> {
+  using type = grape_m_grads_thread<T, L>;
+};
+
+template <bool Grads, class T, math::layout_kind L, class Launch>
+void launch_as(const Launch& l, std::int64_t tokens, cudaStream_t stream) {
+  const typename body<Grads, T, L>::type f{l.call};
+  two_phase_kernel<<<static_cast<unsigned>(tokens), l.block, l.shared_bytes(), stream>>>(f);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
 }
 
-template <class T>
-void launch_typed(const grape_m_launch& l, math::layout_kind layout, cudaStream_t stream) {
-  layout == math::layout_kind::half_split ? launch_as<T, math::layout_kind::half_split>(l, stream)
-                                          : launch_as<T, math::layout_kind::interleaved>(l, stream);
+template <bool Grads, class Launch>
+void launch_any(const Launch& l, const cpu::detail::rotate_plan& p, cpu::dtype type, math::layout_kind layout,
+                cudaStream_t stream) {
+  if (p.total_tokens == 0 || p.q.heads + p.k.heads == 0) return;
+  const bool half = layout == math::layout_kind::half_split;
+  constexpr auto H = math::layout_kind::half_split, I = math::layout_kind::interleaved;
+  switch (type) {
+    case cpu::dtype::f32:
+      return half ? launch_as<Grads, float, H>(l, p.total_tokens, stream) : launch_as<Grads, float, I>(l, p.total_tokens, stream);
+    case cpu::dtype::f16:
+      return half ? launch_as<Grads, __half, H>(l, p.total_tokens, stream) : launch_as<Grads, __half, I>(l, p.total_tokens, stream);
+    case cpu::dtype::bf16:
+      return half ? launch_as<Grads, __nv_bfloat16, H>(l, p.total_tokens, stream)
+                  : launch_as<Grads, __nv_bfloat16, I>(l, p.total_tokens, stream);
+  }
 }
 
 }  // namespace
 
 void launch_grape_m(const grape_m_launch& l, cpu::dtype type, math::layout_kind layout, cudaStream_t stream) {
-  if (l.call.p.total_tokens == 0 || l.call.p.q.heads + l.call.p.k.heads == 0) return;
-  switch (type) {
-    case cpu::dtype::f32: return launch_typed<float>(l, layout, stream);
-    case cpu::dtype::f16: return launch_typed<__half>(l, layout, stream);
-    case cpu::dtype::bf16: return launch_typed<__nv_bfloat16>(l, layout, stream);
-  }
+  launch_any<false>(l, l.call.p, type, layout, stream);
+}
+
+void launch_grape_m_grads(const grape_m_grads_launch& l, cpu::dtype type, math::layout_kind layout,
+                          cudaStream_t stream) {
+  launch_any<true>(l, l.call.c.p, type, layout, stream);
 }
 
 }  // namespace grape::cuda::detail

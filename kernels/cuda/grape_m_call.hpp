@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/grape_m_plan.hpp"
+#include "cuda/grape_m_grads_thread.hpp"
 #include "cuda/grape_m_thread.hpp"
 #include "grape/detail/error.hpp"
 
@@ -22,14 +23,17 @@ struct grape_m_tables {
   const double* turns = nullptr;
 };
 
-/// The same tables in host memory, from the spec's θ (validated: finite), for upload.
+/// The same tables in host memory, from the spec's θ (validated: finite), for upload; with θ
+/// itself, which the gradient with respect to Φ reads.
 struct grape_m_host_tables {
   std::vector<math::phase_t> fractions;
   std::vector<double> turns;
+  std::vector<double> thetas;
 };
 inline grape_m_host_tables host_tables_of(const cpu::grape_m_spec& spec) {
   const std::size_t count = static_cast<std::size_t>(spec.freq_rows) * spec.planes;
-  grape_m_host_tables t{std::vector<math::phase_t>(count), std::vector<double>(count)};
+  grape_m_host_tables t{std::vector<math::phase_t>(count), std::vector<double>(count),
+                        std::vector<double>(spec.freqs, spec.freqs + count)};
   for (std::size_t i = 0; i < count; ++i) {
     if (!std::isfinite(spec.freqs[i]))
       throw input_error("grape_m: freqs[" + std::to_string(i / spec.planes) + "][" + std::to_string(i % spec.planes) +
@@ -76,9 +80,33 @@ inline grape_m_launch plan_grape_m_launch(const cpu::grape_m_spec& spec, grape_m
   return l;
 }
 
+/// The gradient launch of a forward call (spec and args as cpu::grape_m_param_grads takes them,
+/// device pointers; the outputs as device memory the host zeroes first), on the forward's plan.
+struct grape_m_grads_launch {
+  grape_m_grads_call call;
+  int block = 1;
+  std::int64_t shared_bytes() const { return call.c.table_floats() * static_cast<std::int64_t>(sizeof(float)); }
+};
+inline grape_m_grads_launch plan_grape_m_grads_launch(const cpu::grape_m_spec& spec, grape_m_tables tables,
+                                                      const double* thetas, const cpu::rotate_qk_args& forward,
+                                                      const void* grad_q, const void* grad_k, cpu::grape_m_grads out,
+                                                      std::int64_t total_tokens, int* error_flag) {
+  if (forward.q.heads > 0 && grad_q == nullptr) throw input_error("grape_m: grad_q is null");
+  if (forward.k.heads > 0 && grad_k == nullptr) throw input_error("grape_m: grad_k is null");
+  if (spec.phases == nullptr && out.phases != nullptr)
+    throw input_error("grape_m: phases: integer positions have no phase gradient; pass null");
+  cpu::rotate_qk_args args = forward;  // the gradients address like the inputs: checked with out = in
+  args.q.out = const_cast<void*>(args.q.in);
+  args.k.out = const_cast<void*>(args.k.in);
+  const grape_m_launch l = plan_grape_m_launch(spec, tables, args, total_tokens, error_flag, false);
+  return {{l.call, grad_q, grad_k, thetas, out.freqs, out.phases}, l.block};
+}
+
 namespace detail {
 /// Launches the body for the call's dtype and layout (grape_m.cu).
 void launch_grape_m(const grape_m_launch& l, cpu::dtype type, math::layout_kind layout, cudaStream_t stream);
+void launch_grape_m_grads(const grape_m_grads_launch& l, cpu::dtype type, math::layout_kind layout,
+                          cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace grape::cuda

@@ -59,10 +59,12 @@ device_grape_m::device_grape_m(const cpu::grape_m_spec& spec) : spec_(spec) {
   try {
     upload(tables.fractions, fractions_);
     upload(tables.turns, turns_);
+    upload(tables.thetas, thetas_);
     if (rotary_) rotary_tables_ = std::make_unique<device_rotary>(*rotary_);
   } catch (...) {
     cudaFree(fractions_);
     cudaFree(turns_);
+    cudaFree(thetas_);
     throw;
   }
 }
@@ -70,6 +72,7 @@ device_grape_m::device_grape_m(const cpu::grape_m_spec& spec) : spec_(spec) {
 device_grape_m::~device_grape_m() {
   cudaFree(fractions_);
   cudaFree(turns_);
+  cudaFree(thetas_);
 }
 
 void grape_m_rotate_qk(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases,
@@ -80,6 +83,25 @@ void grape_m_rotate_qk(const device_grape_m& m, const cpu::rotate_qk_args& args,
 void grape_m_rotate_qk_backward(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases,
                                 std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
   run(m, args, phases, total_tokens, device_error_flag, stream, true);
+}
+
+void grape_m_param_grads(const device_grape_m& m, const cpu::rotate_qk_args& forward, device_phases phases,
+                         const void* grad_q, const void* grad_k, cpu::grape_m_grads out, std::int64_t total_tokens,
+                         int* device_error_flag, cudaStream_t stream) {
+  detail::check_device_call(forward, device_error_flag);
+  cpu::grape_m_spec spec = m.spec();
+  spec.phases = phases.values;
+  spec.phase_rows = phases.rows;
+  const grape_m_grads_launch l = plan_grape_m_grads_launch(spec, {m.turn_fractions(), m.turns()}, m.thetas(), forward,
+                                                           grad_q, grad_k, out, total_tokens, device_error_flag);
+  if (out.freqs != nullptr)
+    check(cudaMemsetAsync(out.freqs, 0, static_cast<std::size_t>(spec.freq_rows) * spec.planes * sizeof(double), stream),
+          "cudaMemsetAsync");
+  if (out.phases != nullptr)
+    check(cudaMemsetAsync(out.phases, 0, static_cast<std::size_t>(spec.phase_rows) * l.call.c.p.total_tokens * sizeof(double),
+                          stream),
+          "cudaMemsetAsync");
+  detail::launch_grape_m_grads(l, forward.type, spec.layout, stream);
 }
 
 }  // namespace grape::cuda

@@ -21,7 +21,7 @@
 
 namespace grape::cuda {
 
-/// What one GRAPE-M launch runs (device pointers), built by make_grape_m_call (grape_m_call.hpp).
+/// What one GRAPE-M launch runs (device pointers), planned by plan_grape_m_launch (grape_m_call.hpp).
 struct grape_m_call {
   cpu::detail::rotate_plan p;
   std::int64_t group = 0;                    // query heads per key head

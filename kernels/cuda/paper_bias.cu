@@ -1,5 +1,6 @@
 // The GRAPE paper's bias tiles on the device over the CPU's row bodies (cpu/paper_bias_rows.hpp):
-// one thread per element (gated) or per (head, query) row (path integral), grid-stride.
+// one thread per element (gated) or per (head, query) row (path integral), grid-stride; and
+// GRAPE-AP's gradient (path_integral_grad_thread.hpp), a pass over rows then one over tokens.
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -26,7 +27,29 @@ void launch(const Rows& rows, cudaStream_t stream) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
 }
 
+template <class F>
+__global__ void items_kernel(F f, std::int64_t items) {
+  run_items(f, items, blockIdx.x, static_cast<int>(threadIdx.x), gridDim.x, static_cast<int>(blockDim.x));
+}
+
+template <class F>
+void launch_items(const F& f, std::int64_t items, cudaStream_t stream) {
+  if (items == 0) return;
+  items_kernel<<<static_cast<unsigned>(bias_tile_grid(items)), bias_tile_block, 0, stream>>>(f, items);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
+}
+
 }  // namespace
+
+void launch_path_integral_grad(const path_integral_grad_call& call, cudaStream_t stream) {
+  const std::int64_t items = call.heads * call.length;
+  if (items == 0) return;
+  const cudaError_t e = cudaMemsetAsync(call.d_keys, 0, static_cast<std::size_t>(items) * call.dim * sizeof(double), stream);
+  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: cudaMemsetAsync: ") + cudaGetErrorString(e));
+  launch_items(path_integral_grad_rows{call}, items, stream);
+  launch_items(path_integral_grad_tokens{call}, items, stream);  // after every row: same stream
+}
 
 void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t stream) { launch(rows, stream); }
 void launch_bias_rows(const cpu::detail::path_integral_rows& rows, cudaStream_t stream) { launch(rows, stream); }

@@ -6,7 +6,8 @@
 //   grape::cuda::bias_tile(bias, tile, stream);    // tile.out: device memory, [heads, q_len, k_len]
 //
 // The same row bodies as the CPU (float64 per element, rounded once; keys after the query −∞),
-// one thread per (head, query) row. Shapes are checked on the host as the CPU checks them.
+// one thread per element or row. Shapes are checked on the host as the CPU checks them.
+// path_integral_grad: GRAPE-AP's dL/dp from the tile's gradient (path_integral_grad_thread.hpp).
 #include <cstdint>
 #include <vector>
 
@@ -50,6 +51,12 @@ class device_path_integral_bias {
   int dim;
   device_doubles slopes, rows, keys, offset_cos, offset_sin;
 };
+
+/// dL/dp [heads, T, P] of GRAPE-AP's bias from dL/d(tile) G [heads, T, T] over the whole sequence
+/// (T = the bias's length), as cpu::path_integral_grad: float64 device memory; `scratch` holds
+/// heads·T·P doubles of device memory the call overwrites; norm_eps is the one the bias was made with.
+void path_integral_grad(const device_path_integral_bias& bias, double norm_eps, const double* grad_tile,
+                        double* grad_p, double* scratch, cudaStream_t stream);
 
 /// Writes the tile (tile.out in device memory; tile.threads is not used).
 void bias_tile(const device_gated_bias& bias, const cpu::bias_tile& tile, cudaStream_t stream);

@@ -2,6 +2,7 @@
 // tile checked as the CPU checks it, the row bodies over device pointers.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <fmt/format.h>
 #include <stdexcept>
 
@@ -45,6 +46,28 @@ void bias_tile(const device_path_integral_bias& b, const cpu::bias_tile& tile, c
                                                            b.slopes.get(), b.rows.get(), b.keys.get(),
                                                            b.offset_cos.get(), b.offset_sin.get()},
                            stream);
+}
+
+void path_integral_grad(const device_path_integral_bias& b, double norm_eps, const double* grad_tile, double* grad_p,
+                        double* scratch, cudaStream_t stream) {
+  if (grad_tile == nullptr || grad_p == nullptr || scratch == nullptr)
+    throw input_error("path_integral_grad: grad_tile, grad_p and scratch must not be null");
+  if (!(norm_eps >= 0) || !std::isfinite(norm_eps))
+    throw input_error(fmt::format("norm_eps: must be finite and >= 0 (got {})", norm_eps));
+  path_integral_grad_call c;
+  c.heads = b.heads;
+  c.length = b.length;
+  c.dim = b.dim;
+  c.norm_eps = norm_eps;
+  c.slopes = b.slopes.get();
+  c.rows = b.rows.get();
+  c.keys = b.keys.get();
+  c.offset_cos = b.offset_cos.get();
+  c.offset_sin = b.offset_sin.get();
+  c.grad_tile = grad_tile;
+  c.grad_p = grad_p;
+  c.d_keys = scratch;
+  detail::launch_path_integral_grad(c, stream);
 }
 
 }  // namespace grape::cuda

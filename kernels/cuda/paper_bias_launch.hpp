@@ -2,6 +2,7 @@
 // The launches of the paper's bias tiles (paper_bias.cu), called by the host side with row
 // bodies over device arrays.
 #include "cpu/paper_bias_rows.hpp"
+#include "cuda/path_integral_grad_thread.hpp"
 
 using cudaStream_t = struct CUstream_st*;
 
@@ -9,5 +10,7 @@ namespace grape::cuda::detail {
 
 void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t stream);
 void launch_bias_rows(const cpu::detail::path_integral_rows& rows, cudaStream_t stream);
+/// Both passes of the path-integral gradient (the scratch zeroed first).
+void launch_path_integral_grad(const path_integral_grad_call& call, cudaStream_t stream);
 
 }  // namespace grape::cuda::detail

@@ -5,11 +5,13 @@
 // a row of θ per key head or one shared, integer positions or real phases (one row or one per key
 // head), both layouts, both angle signs, GQA, varlen, in and out of place, f32/f16/bf16, with the
 // shared cos/sin table and without it. One shared row of θ >= 0 with integer positions takes the
-// rotate_qk kernel, as the host routes it.
+// rotate_qk kernel, as the host routes it. The parameter gradients' body (grape_m_grads_thread.hpp)
+// against cpu::grape_m_param_grads the same way.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -27,16 +29,20 @@
 namespace grape {
 namespace {
 
-/// The body over tokens × `block` threads; the error flag.
-template <class T, math::layout_kind L>
-int emulate_body(const cuda::grape_m_launch& l, int block) {
-  const cuda::grape_m_token_thread<T, L> f{l.call};
-  std::vector<float> table(static_cast<std::size_t>(l.call.table_floats()) + 1);
-  for (std::int64_t token = 0; token < l.call.p.total_tokens; ++token) {
+/// A two-phase body over tokens × `block` threads; the error flag.
+template <class Body>
+int emulate_tokens(const Body& f, const cuda::grape_m_call& c, int block) {
+  std::vector<float> table(static_cast<std::size_t>(c.table_floats()) + 1);
+  for (std::int64_t token = 0; token < c.p.total_tokens; ++token) {
     for (int tid = 0; tid < block; ++tid) f.fill_table(token, tid, block, table.data());
     for (int tid = 0; tid < block; ++tid) f.rotate(token, tid, block, table.data());
   }
-  return *l.call.error_flag;
+  return *c.error_flag;
+}
+
+template <class T, math::layout_kind L>
+int emulate_body(const cuda::grape_m_launch& l, int block) {
+  return emulate_tokens(cuda::grape_m_token_thread<T, L>{l.call}, l.call, block);
 }
 
 /// What cuda::grape_m_rotate_qk(_backward) computes for this call, on the host.
@@ -73,8 +79,39 @@ constexpr cpu::dtype dtype_of() {
   return std::is_same_v<T, float> ? cpu::dtype::f32 : std::is_same_v<T, Eigen::half> ? cpu::dtype::f16 : cpu::dtype::bf16;
 }
 
+/// Each entry within 10⁻⁵ of the largest |entry| of `want` (the device's cos/sin are float32, the
+/// CPU's float64).
+void expect_close_gradients(const std::vector<double>& want, const std::vector<double>& got) {
+  double scale = 1e-12;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < want.size(); ++i) RC_ASSERT(std::abs(want[i] - got[i]) <= 1e-5 * scale);
+}
+
+/// The gradient body (grape_m_grads_thread.hpp) on the call the CUDA host plans, against
+/// cpu::grape_m_param_grads.
 template <class T>
-void run_scenario(const scenario& s, std::uint64_t seed, int block) {
+void compare_gradients(const cpu::grape_m_spec& spec, const cpu::rotate_qk_args& forward, const std::vector<T>& gq,
+                       const std::vector<T>& gk, std::int64_t tokens, int block, bool without_table) {
+  const std::size_t nf = static_cast<std::size_t>(spec.freq_rows) * spec.planes;
+  const std::size_t np = spec.phases != nullptr ? static_cast<std::size_t>(spec.phase_rows * tokens) : 0;
+  std::vector<double> df_cpu(nf), dp_cpu(np), df_dev(nf, 0.0), dp_dev(np, 0.0);  // the host zeroes the device's
+  cpu::grape_m_param_grads(spec, forward, gq.data(), gk.data(), {df_cpu.data(), np ? dp_cpu.data() : nullptr});
+  int flag = 0;
+  const cuda::grape_m_host_tables tables = cuda::host_tables_of(spec);
+  cuda::grape_m_grads_launch l = cuda::plan_grape_m_grads_launch(
+      spec, {tables.fractions.data(), tables.turns.data()}, tables.thetas.data(), forward, gq.data(), gk.data(),
+      {df_dev.data(), np ? dp_dev.data() : nullptr}, tokens, &flag);
+  if (without_table) l.call.c.table = false;
+  const int f = spec.layout == math::layout_kind::half_split
+                    ? emulate_tokens(cuda::grape_m_grads_thread<T, math::layout_kind::half_split>{l.call}, l.call.c, block)
+                    : emulate_tokens(cuda::grape_m_grads_thread<T, math::layout_kind::interleaved>{l.call}, l.call.c, block);
+  RC_ASSERT(f == 0);
+  expect_close_gradients(df_cpu, df_dev);
+  expect_close_gradients(dp_cpu, dp_dev);
+}
+
+template <class T>
+void run_scenario(const scenario& s, std::uint64_t seed, int block, bool gradients = false) {
   std::mt19937_64 rng(seed);
   const int head_dim = 2 * s.planes + s.extra;
   const int q_heads = s.group * s.kv_heads;
@@ -129,6 +166,9 @@ void run_scenario(const scenario& s, std::uint64_t seed, int block) {
     }
     return a;
   };
+  if (gradients)  // the forward call's inputs are q and k (in place: their copies)
+    return compare_gradients(spec, make_args(q_cpu, k_cpu), tensor(q_heads), tensor(s.kv_heads), tokens, block,
+                             s.without_table);
   const cpu::rotate_qk_args cpu_args = make_args(q_cpu, k_cpu);
   if (s.backward) cpu::grape_m_rotate_qk_backward(spec, cpu_args);
   else cpu::grape_m_rotate_qk(spec, cpu_args);
@@ -168,6 +208,13 @@ RC_GTEST_PROP(GrapeMCudaEmulation, Float16AnyShape, ()) {
 }
 RC_GTEST_PROP(GrapeMCudaEmulation, Bfloat16AnyShape, ()) {
   run_scenario<Eigen::bfloat16>(*scenarios(), *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::element(7, 32, 256));
+}
+
+RC_GTEST_PROP(GrapeMCudaEmulation, ParameterGradientsFloat32, ()) {
+  run_scenario<float>(*scenarios(), *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::element(1, 7, 32, 256), true);
+}
+RC_GTEST_PROP(GrapeMCudaEmulation, ParameterGradientsBfloat16, ()) {
+  run_scenario<Eigen::bfloat16>(*scenarios(), *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::element(7, 32), true);
 }
 
 /// A one-token call of 1 head, 2 planes, per-head rows: the spec and arguments of the flag tests.

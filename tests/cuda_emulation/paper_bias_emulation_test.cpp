@@ -4,10 +4,12 @@
 // the arrays of random instances, for tiles
 // anywhere in the sequence (on, above and below the diagonal). Every element must be written
 // once, equal the CPU tile bit for bit, and equal the type's float64 reference formula
-// (reference_bias, written apart from the kernels) to float32 rounding.
+// (reference_bias, written apart from the kernels) to float32 rounding. GRAPE-AP's gradient passes
+// against cpu::path_integral_grad.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -15,7 +17,9 @@
 #include <vector>
 
 #include "cpu/encode_bias.hpp"
+#include "cpu/path_integral_grad.hpp"
 #include "cuda/bias_tile_thread.hpp"
+#include "cuda/path_integral_grad_thread.hpp"
 
 namespace grape {
 namespace {
@@ -77,6 +81,34 @@ RC_GTEST_PROP(PaperBiasCudaEmulation, PathIntegralOnTheDeviceGrid, ()) {
 }
 RC_GTEST_PROP(PaperBiasCudaEmulation, PathIntegralOnAStridedGrid, ()) {
   emulation_matches<grape_ap_relative>(*rc::gen::arbitrary<std::uint64_t>(), false);
+}
+
+/// GRAPE-AP's gradient (path_integral_grad_thread.hpp): both passes over a strided grid of items
+/// against cpu::path_integral_grad on the same random tile gradient, in float64.
+RC_GTEST_PROP(PaperBiasCudaEmulation, PathIntegralGradientMatchesTheCpu, ()) {
+  const int heads = *rc::gen::inRange(1, 4), p_dim = *rc::gen::element(2, 4, 8);
+  const std::int64_t length = *rc::gen::inRange<std::int64_t>(1, 60);
+  std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+  const double eps = 1e-6;
+  const auto inst = grape_ap_relative::make(
+      {heads, 8, p_dim, eps, detail::normal_vector(rng, static_cast<int>(heads * length * p_dim))});
+  const std::vector<double> G = detail::normal_vector(rng, static_cast<int>(heads * length * length));
+  const std::size_t n = static_cast<std::size_t>(heads * length * p_dim);
+  std::vector<double> want(n), got(n, std::numeric_limits<double>::quiet_NaN()), scratch(n, 0.0);  // zeroed, as the host does
+  cpu::path_integral_grad(inst.bias, eps, G.data(), want.data());
+  const path_integral_bias& b = inst.bias;
+  const cuda::path_integral_grad_call call{heads, length, p_dim, eps, b.slopes.data(), b.rows.data(), b.keys.data(),
+                                           b.offset_cos.data(), b.offset_sin.data(), G.data(), got.data(),
+                                           scratch.data()};
+  const std::int64_t items = heads * length, grid = *rc::gen::inRange<std::int64_t>(1, 4);
+  const int block = *rc::gen::element(1, 7, 32);
+  for (std::int64_t blk = 0; blk < grid; ++blk)
+    for (int tid = 0; tid < block; ++tid) cuda::run_items(cuda::path_integral_grad_rows{call}, items, blk, tid, grid, block);
+  for (std::int64_t blk = 0; blk < grid; ++blk)
+    for (int tid = 0; tid < block; ++tid) cuda::run_items(cuda::path_integral_grad_tokens{call}, items, blk, tid, grid, block);
+  double scale = 1;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < n; ++i) RC_ASSERT(std::abs(got[i] - want[i]) <= 1e-12 * scale);
 }
 
 TEST(PaperBiasCudaEmulation, TheGridCoversEveryItemWithinTheLaunchLimit) {

@@ -9,6 +9,7 @@
 
 #include "cpu/encode_bias.hpp"
 #include "cpu/grape_m.hpp"
+#include "cpu/path_integral_grad.hpp"
 #include "cuda/grape_m_cuda.hpp"
 #include "cuda/paper_bias_cuda.hpp"
 #include "gpu_check.hpp"
@@ -17,8 +18,9 @@ namespace grape_gpu {
 namespace {
 
 /// GRAPE-M, bf16 in place, 32 query heads × 128 over 8 key heads, a θ row per key head, turned by
-/// float64 per-token phases per key head (contextual) up to 3·10^5, against the CPU kernel.
-row run_grape_m(std::int64_t tokens, int iterations) {
+/// float64 per-token phases per key head (contextual) up to 3·10^5, against the CPU kernel; then
+/// its parameter gradients (dL/dθ, dL/dΦ) against the CPU's, on the same inputs.
+std::vector<row> run_grape_m(std::int64_t tokens, int iterations) {
   constexpr int q_heads = 32, kv_heads = 8, head_dim = 128, planes = 64;
   std::mt19937_64 rng(43);
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -92,13 +94,52 @@ row run_grape_m(std::int64_t tokens, int iterations) {
   r.tolerance = 1.6e-2;
   r.rope_gbs = moved / kernel_ms / 1e6;
   r.copy_gbs = moved / copy_ms / 1e6;
+
+  // Gradients: x = the rotated Q and K the device holds (the same on both sides), random dL/d(out)
+  // in the copy buffer; the same traffic as the rotation (x and g read).
+  std::vector<Eigen::bfloat16> gq(q_elems), gk(k_elems);
+  for (auto& x : gq) x = Eigen::bfloat16(g(rng));
+  for (auto& x : gk) x = Eigen::bfloat16(g(rng));
+  CHECK(cudaMemcpy(dcopy, gq.data(), q_bytes, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dcopy + q_elems, gk.data(), k_bytes, cudaMemcpyHostToDevice));
+  double *d_freqs, *d_phases;
+  CHECK(cudaMalloc(&d_freqs, freqs.size() * sizeof(double)));
+  CHECK(cudaMalloc(&d_phases, phases.size() * sizeof(double)));
+  const auto device_grads = [&] {
+    grape::cuda::grape_m_param_grads(m, args, {dphases, kv_heads}, dcopy, dcopy + q_elems, {d_freqs, d_phases}, tokens,
+                                     dflag, stream);
+  };
+  device_grads();
+  CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> gpu_freqs(freqs.size()), gpu_phases(phases.size()), cpu_freqs(freqs.size()),
+      cpu_phases(phases.size());
+  CHECK(cudaMemcpy(gpu_freqs.data(), d_freqs, freqs.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(gpu_phases.data(), d_phases, phases.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  host.q = {q_gpu.data(), q_gpu.data(), q_heads, q_elems, 0, q_heads * head_dim, head_dim};
+  host.k = {k_gpu.data(), k_gpu.data(), kv_heads, k_elems, 0, kv_heads * head_dim, head_dim};
+  grape::cpu::grape_m_param_grads(spec, host, gq.data(), gk.data(), {cpu_freqs.data(), cpu_phases.data()});
+  const auto relative = [](const std::vector<double>& want, const std::vector<double>& got) {
+    double scale = 1e-300, error = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) scale = std::max(scale, std::fabs(want[i]));
+    for (std::size_t i = 0; i < want.size(); ++i) error = std::max(error, std::fabs(want[i] - got[i]) / scale);
+    return error;
+  };
+  const float grads_ms = time_ms(stream, iterations, device_grads);
+  row gr{};
+  std::snprintf(gr.name, sizeof gr.name, "grape_m grads dtheta dphi 32/8x128");
+  gr.max_error = std::max(relative(cpu_freqs, gpu_freqs), relative(cpu_phases, gpu_phases));
+  gr.tolerance = 1e-5;  // of the largest entry: float32 cos/sin on the device, float64 on the CPU
+  gr.rope_gbs = moved / grads_ms / 1e6;
+  gr.copy_gbs = r.copy_gbs;
+  cudaFree(d_freqs);
+  cudaFree(d_phases);
   cudaFree(dq);
   cudaFree(dk);
   cudaFree(dcopy);
   cudaFree(dphases);
   cudaFree(dflag);
   cudaStreamDestroy(stream);
-  return r;
+  return {r, gr};
 }
 
 /// A GRAPE paper bias tile (the causal square of `length` tokens, 8 heads) against the CPU tile;
@@ -134,11 +175,50 @@ row run_bias(const char* name, const Instance& inst, std::int64_t length, int it
   return r;
 }
 
+/// GRAPE-AP's dL/dp from a random dL/d(tile) [8, T, T] against cpu::path_integral_grad; its rate
+/// as bytes of the tile gradient read against a memset of them.
+row run_path_integral_grad(const grape::bias_instance<grape::path_integral_bias>& inst, double eps, int iterations) {
+  const grape::path_integral_bias& b = inst.bias;
+  const std::int64_t T = b.length, tile = b.num_heads * T * T, n = b.num_heads * T * b.dim;
+  std::mt19937_64 rng(45);
+  std::normal_distribution<double> z(0.0, 1.0);
+  std::vector<double> G(tile), want(n), got(n);
+  for (auto& x : G) x = z(rng);
+  double *dG, *dgrad, *dscratch;
+  CHECK(cudaMalloc(&dG, tile * sizeof(double)));
+  CHECK(cudaMalloc(&dgrad, n * sizeof(double)));
+  CHECK(cudaMalloc(&dscratch, n * sizeof(double)));
+  CHECK(cudaMemcpy(dG, G.data(), tile * sizeof(double), cudaMemcpyHostToDevice));
+  const grape::cuda::device_path_integral_bias bias(inst);
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  grape::cuda::path_integral_grad(bias, eps, dG, dgrad, dscratch, stream);
+  CHECK(cudaStreamSynchronize(stream));
+  CHECK(cudaMemcpy(got.data(), dgrad, n * sizeof(double), cudaMemcpyDeviceToHost));
+  grape::cpu::path_integral_grad(b, eps, G.data(), want.data());
+  double scale = 1e-300, error = 0;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  for (std::int64_t i = 0; i < n; ++i) error = std::max(error, std::fabs(got[i] - want[i]) / scale);
+  const float kernel_ms = time_ms(stream, iterations, [&] { grape::cuda::path_integral_grad(bias, eps, dG, dgrad, dscratch, stream); });
+  const float fill_ms = time_ms(stream, iterations, [&] { CHECK(cudaMemsetAsync(dG, 0, tile * sizeof(double), stream)); });
+  row r{};
+  std::snprintf(r.name, sizeof r.name, "grape_ap_relative grad 8x%lld^2", static_cast<long long>(T));
+  r.max_error = error;
+  r.tolerance = 1e-12;  // float64 throughout; the atomic sums' order differs
+  r.rope_gbs = tile * 8.0 / kernel_ms / 1e6;
+  r.copy_gbs = tile * 8.0 / fill_ms / 1e6;
+  cudaFree(dG);
+  cudaFree(dgrad);
+  cudaFree(dscratch);
+  cudaStreamDestroy(stream);
+  return r;
+}
+
 }  // namespace
 
 std::vector<row> paper_rows(std::int64_t tokens, int iterations) {
   std::vector<row> rows;
-  rows.push_back(run_grape_m(tokens, iterations));
+  for (const row& r : run_grape_m(tokens, iterations)) rows.push_back(r);
   std::mt19937_64 rng(44);
   std::normal_distribution<double> z(0.0, 2.0);
   const std::int64_t length = 2048;
@@ -148,9 +228,12 @@ std::vector<row> paper_rows(std::int64_t tokens, int iterations) {
   for (auto& x : projections) x = z(rng);
   rows.push_back(run_bias<grape::cuda::device_gated_bias>(
       "grape_a_key_gated tile 8x2048^2", grape::grape_a_key_gated::make({8, 64, w, gates}), length, iterations));
-  rows.push_back(run_bias<grape::cuda::device_path_integral_bias>(
-      "grape_ap_relative tile 8x2048^2", grape::grape_ap_relative::make({8, 64, 16, 1e-6, projections}), length,
-      std::max(1, iterations / 10)));
+  const auto path = grape::grape_ap_relative::make({8, 64, 16, 1e-6, projections});
+  rows.push_back(run_bias<grape::cuda::device_path_integral_bias>("grape_ap_relative tile 8x2048^2", path, length,
+                                                                 std::max(1, iterations / 10)));
+  std::vector<double> shorter(projections.begin(), projections.begin() + 8 * 1024 * 16);  // the CPU's grad is O(H·T²·P)
+  rows.push_back(run_path_integral_grad(grape::grape_ap_relative::make({8, 64, 16, 1e-6, shorter}), 1e-6,
+                                        std::max(1, iterations / 10)));
   return rows;
 }
 
