@@ -8,7 +8,9 @@ PyTorch ops.
 `inv_freq` (a float64 or float32 tensor of rotary_dim / 2 values) replaces the encoding's table, so
 learned frequencies (GRAPE-M's non-contextual variant) train through the kernel: the backward
 gives dL/dq, dL/dk (the rotation by minus the angle) and dL/d inv_freq (accumulated in float64).
-CPU tensors, float32/float16/bfloat16, as grape.rotate_qk takes them.
+GRAPE-M's rank-2 generator (rank2_rotate_qk: dL/da, dL/db, dL/domega) and RoPE in a learned
+basis (basis_rotate_qk: dL/dB) train the same way. CPU tensors, float32/float16/bfloat16, as
+grape.rotate_qk takes them.
 """
 import dataclasses as _dataclasses
 
@@ -214,6 +216,88 @@ def grape_m_rotate_qk(q, k, freqs, phases=None, positions=None, offsets=None, la
     if k.stride(-1) != 1:
         k = k.contiguous()
     return _GrapeMRotate.apply(q, k, freqs, phases, positions, offsets, layout, angle_sign)
+
+
+class _Rank2Rotate(_torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, q, k, a, b, omega, positions, offsets):
+        encoding = _grape.encoding("grape_m", head_dim=int(q.shape[-1]), omega=float(omega),
+                                   a=a.detach().double().cpu().tolist(), b=b.detach().double().cpu().tolist())
+        q_out, k_out = _grape.rotate_qk(q, k, encoding, positions=positions, offsets=offsets)
+        ctx.meta = (encoding, positions, offsets)
+        ctx.save_for_backward(q, k, a, b, omega)
+        return q_out, k_out
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_k):
+        q, k, a, b, omega = ctx.saved_tensors
+        encoding, positions, offsets = ctx.meta
+        grad_q, grad_k = _like(grad_q, q), _like(grad_k, k)
+        dq, dk = _grape.rotate_qk_backward(grad_q, grad_k, encoding, positions=positions, offsets=offsets)
+        grads = [None, None, None]
+        if any(ctx.needs_input_grad[2:5]):
+            pos = _positions_tensor(q, positions, offsets).reshape(-1)
+            av, bv, w = a.detach().double().cpu().tolist(), b.detach().double().cpu().tolist(), float(omega)
+            da, db = _torch.zeros(len(av), dtype=_torch.float64), _torch.zeros(len(bv), dtype=_torch.float64)
+            dw = 0.0
+            for x, g in ((q, grad_q), (k, grad_k)):
+                ga, gb, gw = _grape._grape._rank2_param_grads(av, bv, w, _token_rows(x), _token_rows(g), pos)
+                da += _torch.tensor(ga, dtype=_torch.float64)
+                db += _torch.tensor(gb, dtype=_torch.float64)
+                dw += gw
+            values = (da, db, _torch.tensor(dw, dtype=_torch.float64))
+            grads = [v.to(dtype=like.dtype, device=like.device).reshape(like.shape) if want else None
+                     for want, v, like in zip(ctx.needs_input_grad[2:5], values, (a, b, omega))]
+        return (dq, dk, *grads, None, None)
+
+
+def _token_rows(x):
+    """x as dense float32 [tokens, heads, dim]."""
+    return x.detach().float().contiguous().reshape(-1, x.shape[-2], x.shape[-1])
+
+
+def rank2_rotate_qk(q, k, a, b, omega=1.0, positions=None, offsets=None):
+    """Differentiable GRAPE-M with a rank-2 generator (the built-in grape_m): every head of q and k
+    ([tokens, heads, dim] or [batch, seq, heads, dim]) turns by exp(p * omega * (a b^T - b a^T)),
+    p the token's position (positions / offsets / its index, as grape.rotate_qk takes them), through
+    grape's kernel with exact phases. a and b are tensors of dim values, omega a float or a 0-d
+    tensor; the backward gives dL/dq, dL/dk and dL/da, dL/db, dL/domega for those that require
+    them (the closed form's reverse-mode derivative, float64, O(dim) per vector)."""
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if k.stride(-1) != 1:
+        k = k.contiguous()
+    if not isinstance(omega, _torch.Tensor):
+        omega = _torch.tensor(float(omega), dtype=_torch.float64)
+    for name, v in (("a", a), ("b", b)):
+        if v.dim() != 1 or v.shape[0] != q.shape[-1]:
+            raise _grape.GrapeError("grape: %s: must hold head_dim = %d values (got shape %s)"
+                                    % (name, q.shape[-1], tuple(v.shape)))
+    if omega.numel() != 1:
+        raise _grape.GrapeError("grape: omega: must be one value (got shape %s)" % (tuple(omega.shape),))
+    return _Rank2Rotate.apply(q, k, a, b, omega, positions, offsets)
+
+
+def basis_rotate_qk(q, k, basis, inv_freq, positions=None, offsets=None):
+    """Differentiable RoPE in a learned basis (STRING, the built-in string_rope with B trained):
+    y = B R(p) B^T x for every head of q and k, R(p) turning planes (2j, 2j+1) of B^T x by
+    p * inv_freq[j] with grape's kernel (exact phases). basis: [dim, dim], its columns the basis
+    vectors; inv_freq: dim / 2 values. The two products with B are PyTorch matmuls in float32, so
+    autograd gives dL/dB (the Euclidean gradient: keeping B orthogonal, e.g. by a
+    parametrization, is the model's choice), and the rotation gives dL/dq, dL/dk and dL/d inv_freq."""
+    d = q.shape[-1]
+    if basis.shape != (d, d):
+        raise _grape.GrapeError("grape: basis: must be [head_dim, head_dim] = [%d, %d] (got %s)"
+                                % (d, d, tuple(basis.shape)))
+    if inv_freq.dim() != 1 or 2 * inv_freq.shape[0] != d:
+        raise _grape.GrapeError("grape: inv_freq: must hold head_dim / 2 = %d values (got shape %s)"
+                                % (d // 2, tuple(inv_freq.shape)))
+    b32 = basis.to(_torch.float32)
+    table = RotaryTable(d, "interleaved", 1.0, tuple(inv_freq.detach().double().cpu().tolist()))
+    q_rot, k_rot = rotate_qk(q.float() @ b32, k.float() @ b32, table, positions=positions, offsets=offsets,
+                             inv_freq=inv_freq)
+    return (q_rot @ b32.T).to(q.dtype), (k_rot @ b32.T).to(k.dtype)
 
 
 class _AlibiBias(_torch.autograd.Function):

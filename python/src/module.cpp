@@ -12,6 +12,7 @@ void bind_fused(nanobind::module_& m);
 void bind_attention(nanobind::module_& m);
 void bind_builtin_encodings(nanobind::module_& m);
 void bind_grape_m(nanobind::module_& m);
+void bind_param_grads(nanobind::module_& m);
 }  // namespace grape::python
 
 NB_MODULE(_grape, m) {
@@ -28,4 +29,5 @@ NB_MODULE(_grape, m) {
   grape::python::bind_attention(m);
   grape::python::bind_builtin_encodings(m);
   grape::python::bind_grape_m(m);
+  grape::python::bind_param_grads(m);
 }

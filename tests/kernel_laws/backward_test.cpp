@@ -1,5 +1,5 @@
 // Gradients of the kernels against float64 central finite differences: dL/dx for every rotary
-// built-in through cpu::rotate_qk_backward(instance, args) (query and key side), dL/da and dL/db of GRAPE-M's rank-2 generator, and dL/dB of
+// built-in through cpu::rotate_qk_backward(instance, args) (query and key side), dL/da, dL/db and dL/dω of GRAPE-M's rank-2 generator, and dL/dB of
 // a learned orthogonal basis; L = Σ gᵀy with random g.
 #include <gtest/gtest.h>
 
@@ -8,6 +8,8 @@
 #include <boost/hana/tuple.hpp>
 #include <cmath>
 #include <random>
+#include <string>
+#include <unsupported/Eigen/MatrixFunctions>
 #include <vector>
 
 #include "cpu/encode_qk.hpp"
@@ -81,43 +83,80 @@ TEST(Backward, InputGradientOfEveryRotaryBuiltinMatchesFiniteDifferences) {
   });
 }
 
-TEST(Backward, GrapeMGeneratorGradientMatchesFiniteDifferences) {
-  std::mt19937_64 rng(3);
-  const int d = 6;
-  const std::int64_t tokens = 4, heads = 2;
-  std::normal_distribution<double> n(0.0, 0.5);
-  std::vector<double> a(d), b(d);
-  for (auto& v : a) v = n(rng);
-  for (auto& v : b) v = n(rng);
-  const double omega = 0.3;
-  const std::vector<std::int64_t> positions = {0, 7, 130, 999};
+double dot(const std::vector<double>& u, const std::vector<double>& v) {
+  double sum = 0;
+  for (std::size_t i = 0; i < u.size(); ++i) sum += u[i] * v[i];
+  return sum;
+}
+
+/// One case of GRAPE-M's rank-2 parameter gradient: dL/da, dL/db, dL/dω against central differences
+/// of a loss through Eigen's matrix exponential of t·ω(a bᵀ − b aᵀ) (independent of the closed form).
+void expect_rank2_grads_match(std::vector<double> a, std::vector<double> b, double omega,
+                              const std::vector<std::int64_t>& positions, std::uint64_t seed, const char* what) {
+  std::mt19937_64 rng(seed);
+  const int d = static_cast<int>(a.size());
+  const auto tokens = static_cast<std::int64_t>(positions.size());
+  const std::int64_t heads = 2;
   const auto x = randn(rng, tokens * heads * d), g = randn(rng, tokens * heads * d);
-  std::vector<double> grad_a(d, 0.0), grad_b(d, 0.0);
-  cpu::grape_m_param_grad(a, b, omega, x.data(), g.data(), tokens, heads, positions.data(), grad_a.data(), grad_b.data());
-  // The loss through the library's representation (exact phase, math/rank2.hpp): independent code.
-  auto loss = [&](const std::vector<double>& aa, const std::vector<double>& bb) {
-    const rank2_rotation rep(aa, bb, omega);
+  cpu::rank2_grads got;
+  cpu::rank2_grad(a, b, omega, x.data(), g.data(), tokens, heads, positions.data(), got);
+  auto loss = [&](const std::vector<double>& aa, const std::vector<double>& bb, double w) {
+    const Eigen::Map<const Eigen::VectorXd> av(aa.data(), d), bv(bb.data(), d);
+    const Eigen::MatrixXd generator = w * (av * bv.transpose() - bv * av.transpose());
     double l = 0;
-    std::vector<double> xi(d), y(d);
-    for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const Eigen::MatrixXd rho = (static_cast<double>(positions[t]) * generator).exp();
       for (std::int64_t h = 0; h < heads; ++h) {
-        for (int c = 0; c < d; ++c) xi[c] = x[(t * heads + h) * d + c];
-        rep.apply({positions[t]}, xi.data(), y.data());
-        for (int c = 0; c < d; ++c) l += g[(t * heads + h) * d + c] * y[c];
+        const std::int64_t base = (t * heads + h) * d;
+        const Eigen::VectorXd y = rho * Eigen::Map<const Eigen::VectorXf>(x.data() + base, d).cast<double>();
+        l += Eigen::Map<const Eigen::VectorXf>(g.data() + base, d).cast<double>().dot(y);
       }
+    }
     return l;
   };
-  for (int which = 0; which < 2; ++which)
-    for (int i = 0; i < d; ++i) {
-      auto p = which == 0 ? a : b;
-      const double step = 1e-6;
-      p[i] += step;
-      const double up = which == 0 ? loss(p, b) : loss(a, p);
-      p[i] -= 2 * step;
-      const double down = which == 0 ? loss(p, b) : loss(a, p);
-      const double fd = (up - down) / (2 * step), got = which == 0 ? grad_a[i] : grad_b[i];
-      EXPECT_NEAR(got, fd, 1e-5 * (1 + std::abs(fd))) << (which == 0 ? "a[" : "b[") << i << "]";
-    }
+  const double step = 1e-6, omega_step = 1e-7 * omega;  // t·dL/dω is large: a small relative step
+  auto expect_near = [&](double analytic, double up, double down, const std::string& name, double h = 1e-6) {
+    const double fd = (up - down) / (2 * h);
+    EXPECT_NEAR(analytic, fd, 2e-5 * (1 + std::abs(fd))) << what << ": " << name;
+  };
+  for (int i = 0; i < d; ++i) {
+    auto p = a;
+    p[i] += step;
+    const double up = loss(p, b, omega);
+    p[i] -= 2 * step;
+    expect_near(got.a[i], up, loss(p, b, omega), "a[" + std::to_string(i) + "]");
+    p = b;
+    p[i] += step;
+    const double up_b = loss(a, p, omega);
+    p[i] -= 2 * step;
+    expect_near(got.b[i], up_b, loss(a, p, omega), "b[" + std::to_string(i) + "]");
+  }
+  expect_near(got.omega, loss(a, b, omega + omega_step), loss(a, b, omega - omega_step), "omega", omega_step);
+}
+
+TEST(Backward, GrapeMRank2GradientsMatchFiniteDifferences) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> n(0.0, 0.5);
+  auto draw = [&](int d) {
+    std::vector<double> v(d);
+    for (auto& e : v) e = n(rng);
+    return v;
+  };
+  const auto a = draw(6), b = draw(6);
+  expect_rank2_grads_match(a, b, 0.3, {0, 7, 130, 999}, 10, "general");
+  // Far positions with a slow rotation: s·t of order 10, from float64 products.
+  expect_rank2_grads_match(a, b, 1e-4, {0, 25000, 100000}, 11, "far positions");
+  // b nearly parallel to a: s·t below 0.05 at every position, the Taylor branch.
+  std::vector<double> near = a;
+  for (int i = 0; i < 6; ++i) near[i] += 1e-4 * (i % 2 ? 1 : -1);
+  expect_rank2_grads_match(a, near, 0.3, {0, 1, 3, 10}, 12, "nearly parallel");
+  // And across the branch boundary: positions where s·t is 0.5, 0.9, 1.1 and 3 times 0.05.
+  const double s = 0.3 * std::sqrt(std::max(0.0, dot(a, a) * dot(near, near) - dot(a, near) * dot(a, near)));
+  std::vector<std::int64_t> straddle;
+  for (double k : {0.5, 0.9, 1.1, 3.0}) straddle.push_back(std::llround(k * 0.05 / s));
+  ASSERT_GT(straddle[0], 0);
+  expect_rank2_grads_match(a, near, 0.3, straddle, 13, "across the series boundary");
+  expect_rank2_grads_match(draw(33), draw(33), 0.05, {5, 77}, 14, "odd head_dim 33");
 }
 
 TEST(Backward, LearnedBasisGradientMatchesFiniteDifferences) {
