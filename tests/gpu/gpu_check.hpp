@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the GPU check's parts (gpu_check.cu: rotate_qk; paper_check.cpp, compiled by g++:
-// GRAPE-M and the paper's bias tiles): the error check, a result row and the timing helper.
+// GRAPE-M and the paper's bias tiles; attention_check.cpp: the flash attention): the error check, a result row and the timing helper.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -46,5 +46,9 @@ float time_ms(cudaStream_t stream, int iterations, Body&& body) {
 
 /// GRAPE-M's contextual rotation and the gated and path-integral bias tiles (paper_check.cpp).
 std::vector<row> paper_rows(std::int64_t tokens, int iterations);
+
+/// The flash attention against cpu::attention; its two number columns are TFLOP/s and the peak
+/// (attention_check.cpp).
+std::vector<row> attention_rows(int iterations);
 
 }  // namespace grape_gpu

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: builds the CUDA kernels and tests/gpu/gpu_check.cu with nvcc and
 # g++ directly (no CMake project, so only the CUDA toolkit, g++ and the Eigen, fmt and Boost headers
-# are needed), checks the kernels (rotate_qk, GRAPE-M, the GRAPE paper's bias tiles) against the CPU
-# kernels on fresh random inputs, and prints a table of bandwidth as a fraction of a same-traffic
-# pass measured in the same run. Under 5 minutes.
+# are needed), checks the kernels (rotate_qk, GRAPE-M, the GRAPE paper's bias tiles, the flash
+# attention) against the CPU kernels on fresh random inputs, and prints a table of bandwidth as a
+# fraction of a same-traffic pass measured in the same run (attention: TFLOP/s over the tensor-core
+# peak, GRAPE_GPU_PEAK_TFLOPS). Under 5 minutes.
 #   bash tests/gpu/run.sh [tokens=32768] [iterations=20]
 # Headers: /usr/include/eigen3, /usr/include/fmt and /usr/include/boost (Hana, for the encoding
 # types the GRAPE-paper part builds), or GRAPE_EIGEN_DIR / GRAPE_FMT_DIR / GRAPE_BOOST_DIR (copies

@@ -1,0 +1,29 @@
+#pragma once
+// Fused attention on the device, forward (the CPU's: cpu/attention.hpp):
+//
+//   O = softmax(scale·Q·Kᵀ + bias + mask)·V        cuda::flash_attention(ops, bias, stream)
+//
+// flash-style: blocks of up to 64 queries over tiles of up to 64 keys, online softmax in float32,
+// never a T×T buffer; float16/bfloat16 products on the tensor cores (WMMA), float32 on the lanes.
+// ops (flash_call.hpp) holds the encoded operands in device memory: a rotating encoding's Q and K
+// rotated first (cuda::rotate_qk into a scratch buffer), a lift's lifted; the bias is the
+// encoding's score bias (no_scores, alibi_scores, t5_scores, fox_scores, gated_scores: flash_scores.hpp, their
+// arrays in device memory; T5's as t5_distance_table). Causal or not, sliding window, GQA, padded or packed sequences, the
+// log-sum-exp. Host checks throw grape::input_error before any launch; a bad cu_seqlens or a FoX
+// position outside its gates sets *ops.error on the device (the caller reads it).
+#include "cuda/flash_call.hpp"
+#include "cuda/flash_checks.hpp"
+#include "cuda/flash_scores.hpp"
+
+using cudaStream_t = struct CUstream_st*;
+
+namespace grape::cuda {
+
+void flash_attention(const flash_operands& ops, const no_scores& bias, cudaStream_t stream);
+void flash_attention(const flash_operands& ops, const alibi_scores& bias, cudaStream_t stream);
+void flash_attention(const flash_operands& ops, const t5_scores& bias, cudaStream_t stream);
+/// Positions outside the gates' [0, length) set *ops.error before the attention runs (FoX, gated GRAPE-A).
+void flash_attention(const flash_operands& ops, const fox_scores& bias, cudaStream_t stream);
+void flash_attention(const flash_operands& ops, const gated_scores& bias, cudaStream_t stream);
+
+}  // namespace grape::cuda

@@ -1,0 +1,128 @@
+#pragma once
+// The score biases the CUDA flash attention adds to a logit, as device-safe functors
+// bias(head, query_position, key_position) over arrays in device memory (or host memory in the
+// emulation). The same float formulas as the CPU tiles (math/bias.hpp; FoX's float64 prefix sums).
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "cuda/block_program.hpp"
+#include "grape/config.hpp"
+#include "grape/math/bias.hpp"
+#include "grape/math/paper_bias.hpp"
+
+namespace grape::cuda {
+
+/// Each bias gives the flash loop one row at a time: row_of(head, query_position) hoists what the
+/// row shares (a slope, a table column, F_h(m)), and row(key_position) is the logit's bias.
+
+/// No bias: the flash loop skips the call.
+struct no_scores {
+  static constexpr bool none = true;
+  struct row {
+    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t) const { return 0.0f; }
+  };
+  GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t, std::int64_t) const { return {}; }
+};
+
+/// ALiBi: −slopes[h]·|m − n|.
+struct alibi_scores {
+  static constexpr bool none = false;
+  const float* slopes = nullptr;  // [q_heads]
+  struct row {
+    float slope;
+    std::int64_t m;
+    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const { return math::alibi_bias(slope, m, n); }
+  };
+  GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t h, std::int64_t m) const { return {slopes[h], m}; }
+};
+
+/// T5's relative buckets, as a table by distance made once on the host (t5_distance_table: the
+/// bucket arithmetic, a float64 log, stays off the device): by_distance[side, min(d, max_distance), h]
+/// with side 1 for a key after the query (bidirectional only) and d = |n − m|.
+struct t5_scores {
+  static constexpr bool none = false;
+  const float* by_distance = nullptr;  // [2, max_distance + 1, heads]
+  int heads = 0, max_distance = 0;
+  bool bidirectional = true;
+  struct row {
+    const float* column;  // by_distance + h
+    int heads, max_distance;
+    bool bidirectional;
+    std::int64_t m;
+    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const {
+      const std::int64_t rel = n - m;
+      const std::int64_t distance = rel < 0 ? -rel : (bidirectional ? rel : 0);
+      // Every bucket is the last one from max_distance on.
+      const int d = distance > max_distance ? max_distance : static_cast<int>(distance);
+      const int side = bidirectional && rel > 0 ? 1 : 0;
+      return column[(side * (max_distance + 1) + d) * heads];
+    }
+  };
+  GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t h, std::int64_t m) const {
+    return {by_distance + h, heads, max_distance, bidirectional, m};
+  }
+};
+
+/// t5_scores' table from T5's [num_buckets, heads] table: 2·(max_distance + 1)·heads floats.
+inline std::vector<float> t5_distance_table(const float* table, int heads, int num_buckets, int max_distance,
+                                            bool bidirectional) {
+  std::vector<float> out(static_cast<std::size_t>(2) * (max_distance + 1) * heads);
+  for (int side = 0; side < 2; ++side)
+    for (std::int64_t d = 0; d <= max_distance; ++d) {
+      const int b = math::t5_bucket(side ? d : -d, bidirectional, num_buckets, max_distance);
+      for (int h = 0; h < heads; ++h)
+        out[(side * (static_cast<std::size_t>(max_distance) + 1) + d) * heads + h] =
+            table[static_cast<std::int64_t>(b) * heads + h];
+    }
+  return out;
+}
+
+/// FoX: F_h(m) − F_h(n), F the float64 prefix sums of the log forget gates ([heads, length + 1],
+/// F_h(−1) = 0 first); a key after the query is −∞. Positions must lie in [0, length): the launch
+/// checks them before the attention (a position outside sets the call's error flag); here one
+/// outside gives −∞ and reads nothing.
+struct fox_scores {
+  static constexpr bool none = false;
+  const double* prefix = nullptr;
+  std::int64_t length = 0;
+  struct row {
+    const double* f;  // F_h, f[-1] = 0
+    double f_m;
+    std::int64_t m, length;
+    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const {
+      if (n > m || m >= length || n < -1) return -INFINITY;
+      return static_cast<float>(f_m - f[n]);
+    }
+  };
+  GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t h, std::int64_t m) const {
+    const double* f = prefix + h * (length + 1) + 1;
+    return {f, m >= 0 && m < length ? f[m] : 0.0, m, length};
+  }
+};
+
+/// Gated GRAPE-A (the GRAPE paper's content-gated linear bias): −(m − n)·ω_h·(z_k[h, n] + z_q[h, m])
+/// for n <= m (−∞ after the query), the gates the instance's float64 rates (query gates null when
+/// key-gated). Positions index the gates and must lie in [0, length), checked as FoX's are.
+struct gated_scores {
+  static constexpr bool none = false;
+  const double* omega = nullptr;       // [heads]
+  const double* key_gate = nullptr;    // [heads, length]
+  const double* query_gate = nullptr;  // [heads, length] or null
+  std::int64_t length = 0;
+  struct row {
+    const double* key_gate;  // this head's row
+    double omega, query_rate;
+    std::int64_t m, length;
+    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const {
+      if (n > m || m >= length || n < 0) return -INFINITY;
+      return static_cast<float>(math::gated_linear_value(m - n, omega, key_gate[n] + query_rate));
+    }
+  };
+  GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t h, std::int64_t m) const {
+    const bool inside = m >= 0 && m < length;
+    return {key_gate + h * length, omega[h], query_gate && inside ? query_gate[h * length + m] : 0.0, m, length};
+  }
+};
+
+}  // namespace grape::cuda

@@ -1,0 +1,429 @@
+// CPU emulation of the CUDA flash attention (kernels/cuda/flash_program.hpp): the block program runs
+// here over the grid a launch gets — every (query block, sequence, head), each phase to completion
+// before the next — with the storage types' host stand-ins, and must match a float64 dense
+// softmax(scale·QKᵀ + bias + mask)·V of the same rounded inputs (written here from the formulas)
+// and its log-sum-exp. The products here are the lanes' loops; the device's tensor-core path (WMMA)
+// computes the same sums in another order, which this does not see. Each case also runs with every
+// phase's threads and warps in reverse order and must give the same bits: a phase that read what
+// another thread of the same phase writes (a missing barrier) would not.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/flash_checks.hpp"
+#include "cuda/host_storage.hpp"
+#include "grape/math/bias.hpp"
+
+namespace grape {
+namespace {
+
+enum class bias_kind { none, alibi, t5, fox, gated_key, gated_qk };
+
+struct scenario {
+  int q_heads = 2, k_heads = 1, v_heads = 1, head_dim = 32, v_dim = 32;
+  std::vector<std::int64_t> lengths = {70};
+  bool varlen = false;     // cu_seqlens (else padded: every sequence lengths[0] tokens)
+  bool positions = false;  // bias positions given per token (an offset per sequence)
+  bool causal = true;
+  std::int64_t window = 0;
+  bias_kind bias = bias_kind::none;
+  int rows = 64, cols = 64;
+  std::int64_t q_token_pad = 0;  // extra elements per Q token (a strided Q)
+};
+
+/// The inputs of a scenario and the float64 reference over their rounded values.
+template <class T>
+struct flash_case {
+  scenario s;
+  std::vector<std::int64_t> cu, positions;
+  std::int64_t tokens = 0;
+  std::vector<T> q, k, v;
+  std::vector<float> slopes, t5_table, t5_distances;
+  std::vector<double> fox_prefix, omega, key_gate, query_gate;  // FoX's, gated GRAPE-A's over fox_length
+  std::int64_t fox_length = 0;
+  int t5_buckets = 8, t5_max_distance = 20;
+
+  flash_case(const scenario& sc, std::uint64_t seed) : s(sc) {
+    std::mt19937_64 rng(seed);
+    cu.push_back(0);
+    for (std::size_t b = 0; b < s.lengths.size(); ++b) cu.push_back(cu.back() + (s.varlen ? s.lengths[b] : s.lengths[0]));
+    tokens = cu.back();
+    std::uniform_int_distribution<std::int64_t> offset(0, 200);
+    for (std::size_t b = 0; b + 1 < cu.size(); ++b) {
+      const std::int64_t o = s.positions ? offset(rng) : 0;
+      for (std::int64_t i = 0; i < cu[b + 1] - cu[b]; ++i) positions.push_back(o + i);
+    }
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    auto fill = [&](std::int64_t n) {
+      std::vector<T> x(n);
+      for (auto& e : x) e = static_cast<T>(g(rng));
+      return x;
+    };
+    q = fill(tokens * (s.q_heads * s.head_dim + s.q_token_pad));
+    k = fill(tokens * s.k_heads * s.head_dim);
+    v = fill(tokens * s.v_heads * s.v_dim);
+    for (int h = 0; h < s.q_heads; ++h) slopes.push_back(static_cast<float>(math::alibi_slope(h, s.q_heads)));
+    for (int i = 0; i < t5_buckets * s.q_heads; ++i) t5_table.push_back(g(rng));
+    t5_distances = cuda::t5_distance_table(t5_table.data(), s.q_heads, t5_buckets, t5_max_distance, !s.causal);
+    fox_length = 400;
+    std::uniform_real_distribution<double> gate(-0.3, 0.0);
+    for (int h = 0; h < s.q_heads; ++h) {
+      fox_prefix.push_back(0.0);
+      for (std::int64_t l = 0; l < fox_length; ++l) fox_prefix.push_back(fox_prefix.back() + gate(rng));
+    }
+    std::uniform_real_distribution<double> rate(0.0, 0.2);
+    for (int h = 0; h < s.q_heads; ++h) omega.push_back(rate(rng));
+    for (std::int64_t l = 0; l < s.q_heads * fox_length; ++l) {
+      key_gate.push_back(rate(rng));
+      query_gate.push_back(rate(rng));
+    }
+  }
+
+  double load(const T& x) const { return static_cast<double>(cuda::storage<T>::load(x)); }
+
+  double bias_of(int h, std::int64_t m, std::int64_t n) const {
+    switch (s.bias) {
+      case bias_kind::none: return 0.0;
+      case bias_kind::alibi: return -static_cast<double>(slopes[h]) * std::abs(static_cast<double>(m - n));
+      case bias_kind::t5:
+        return t5_table[static_cast<std::int64_t>(math::t5_bucket(n - m, !s.causal, t5_buckets, t5_max_distance)) *
+                            s.q_heads + h];
+      case bias_kind::fox: {
+        if (n > m) return -std::numeric_limits<double>::infinity();
+        const double* f = fox_prefix.data() + h * (fox_length + 1) + 1;
+        return f[m] - f[n];
+      }
+      case bias_kind::gated_key:
+      case bias_kind::gated_qk: {
+        if (n > m) return -std::numeric_limits<double>::infinity();
+        const double q_rate = s.bias == bias_kind::gated_qk ? query_gate[h * fox_length + m] : 0.0;
+        return -static_cast<double>(m - n) * omega[h] * (key_gate[h * fox_length + n] + q_rate);
+      }
+    }
+    return 0.0;
+  }
+
+  bool sees(std::int64_t i, std::int64_t j) const {
+    return (!s.causal || j <= i) && (s.window <= 0 || (i - j < s.window && (s.causal || j - i < s.window)));
+  }
+
+  /// Float64 output [tokens, q_heads, v_dim] and log-sum-exp [q_heads, tokens].
+  void reference(std::vector<double>& out, std::vector<double>& lse) const {
+    out.assign(tokens * s.q_heads * s.v_dim, 0.0);
+    lse.assign(tokens * s.q_heads, -std::numeric_limits<double>::infinity());
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+    const std::int64_t q_row = s.q_heads * s.head_dim + s.q_token_pad;
+    for (std::size_t b = 0; b + 1 < cu.size(); ++b)
+      for (int h = 0; h < s.q_heads; ++h) {
+        const int kh = h / (s.q_heads / s.k_heads), vh = h / (s.q_heads / s.v_heads);
+        const std::int64_t len = cu[b + 1] - cu[b];
+        for (std::int64_t i = 0; i < len; ++i) {
+          std::vector<double> w(len, -std::numeric_limits<double>::infinity());
+          double best = -std::numeric_limits<double>::infinity();
+          for (std::int64_t j = 0; j < len; ++j) {
+            if (!sees(i, j)) continue;
+            double dot = 0;
+            for (int c = 0; c < s.head_dim; ++c)
+              dot += load(q[(cu[b] + i) * q_row + h * s.head_dim + c]) *
+                     load(k[((cu[b] + j) * s.k_heads + kh) * s.head_dim + c]);
+            w[j] = dot * scale + bias_of(h, positions[cu[b] + i], positions[cu[b] + j]);
+            best = std::max(best, w[j]);
+          }
+          if (best == -std::numeric_limits<double>::infinity()) continue;
+          double sum = 0;
+          for (auto& x : w) sum += (x = std::exp(x - best));
+          lse[h * tokens + cu[b] + i] = best + std::log(sum);
+          for (std::int64_t j = 0; j < len; ++j)
+            for (int c = 0; c < s.v_dim; ++c)
+              out[((cu[b] + i) * s.q_heads + h) * s.v_dim + c] +=
+                  w[j] / sum * load(v[((cu[b] + j) * s.v_heads + vh) * s.v_dim + c]);
+        }
+      }
+  }
+
+  cuda::flash_operands operands(std::vector<T>& out, std::vector<float>& lse, int* error) const {
+    cuda::flash_operands ops;
+    ops.type = std::is_same_v<T, float> ? cpu::dtype::f32 : std::is_same_v<T, Eigen::half> ? cpu::dtype::f16
+                                                                                            : cpu::dtype::bf16;
+    ops.q = q.data();
+    ops.k = k.data();
+    ops.v = v.data();
+    ops.out = out.data();
+    ops.lse = lse.data();
+    ops.q_token_stride = s.q_token_pad ? s.q_heads * s.head_dim + s.q_token_pad : 0;
+    ops.q_heads = s.q_heads;
+    ops.k_heads = s.k_heads;
+    ops.v_heads = s.v_heads;
+    ops.head_dim = s.head_dim;
+    ops.v_dim = s.v_dim;
+    ops.batch = static_cast<std::int64_t>(cu.size()) - 1;
+    ops.cu_seqlens = s.varlen ? cu.data() : nullptr;
+    ops.seq_len = s.varlen ? *std::max_element(s.lengths.begin(), s.lengths.end()) : s.lengths[0];
+    ops.tokens = tokens;
+    ops.positions = s.positions ? positions.data() : nullptr;
+    ops.causal = s.causal;
+    ops.window = s.window;
+    ops.error = error;
+    return ops;
+  }
+};
+
+/// Every block of the launch's grid, the program as a launch builds it (cuda::program_of).
+template <class T, class Bias>
+void emulate(const cuda::flash_operands& ops, const cuda::flash_plan& plan, const Bias& bias) {
+  cuda::check_flash(ops);
+  cuda::check_flash_bias(ops, bias);
+  const auto program = cuda::program_of<T>(ops, plan, bias);
+  std::vector<double> smem_storage(plan.smem_bytes / sizeof(double) + 1);  // 8-byte aligned
+  auto* smem = reinterpret_cast<unsigned char*>(smem_storage.data());
+  for (std::int64_t h = 0; h < ops.q_heads; ++h)
+    for (std::int64_t b = 0; b < ops.batch; ++b)
+      for (std::int64_t x = 0; x < cuda::flash_query_blocks(ops, plan); ++x)
+        program.run(x, b, h, cuda::block_shape{plan.threads}, smem);
+}
+
+template <class T>
+double tolerance() {
+  if constexpr (std::is_same_v<T, float>) return 2e-5;
+  else if constexpr (std::is_same_v<T, Eigen::half>) return 4e-3;
+  else return 3e-2;  // P rounded to bfloat16 (8 bits) before P·V, and the output rounded
+}
+
+/// Runs a scenario forward and in reverse order; the first failure as a sentence, or "".
+template <class T>
+std::string run_case(const scenario& s, std::uint64_t seed, const std::string& what) {
+  const flash_case<T> c(s, seed);
+  std::vector<double> want, want_lse;
+  c.reference(want, want_lse);
+  const std::int64_t out_size = c.tokens * s.q_heads * s.v_dim;
+  std::vector<T> got(out_size), got_reverse(out_size);
+  std::vector<float> lse(c.tokens * s.q_heads), lse_reverse(lse.size());
+  int error = 0;
+  cuda::flash_operands ops = c.operands(got, lse, &error);
+  const cuda::flash_smem at = cuda::flash_smem_of(cuda::element_bytes(ops.type), s.rows, s.cols, s.head_dim, s.v_dim);
+  const cuda::flash_plan plan{s.rows, s.cols, 2 * s.rows, at.bytes};
+  auto run = [&](std::vector<T>& out, std::vector<float>& l) {
+    ops.out = out.data();
+    ops.lse = l.data();
+    switch (s.bias) {
+      case bias_kind::none: return emulate<T>(ops, plan, cuda::no_scores{});
+      case bias_kind::alibi: return emulate<T>(ops, plan, cuda::alibi_scores{c.slopes.data()});
+      case bias_kind::t5:
+        return emulate<T>(ops, plan, cuda::t5_scores{c.t5_distances.data(), s.q_heads, c.t5_max_distance, !s.causal});
+      case bias_kind::fox: return emulate<T>(ops, plan, cuda::fox_scores{c.fox_prefix.data(), c.fox_length});
+      case bias_kind::gated_key:
+        return emulate<T>(ops, plan, cuda::gated_scores{c.omega.data(), c.key_gate.data(), nullptr, c.fox_length});
+      case bias_kind::gated_qk:
+        return emulate<T>(ops, plan,
+                          cuda::gated_scores{c.omega.data(), c.key_gate.data(), c.query_gate.data(), c.fox_length});
+    }
+  };
+  run(got, lse);
+  cuda::emulate_in_reverse() = true;
+  run(got_reverse, lse_reverse);
+  cuda::emulate_in_reverse() = false;
+  if (error != 0) return what + ": the error flag is set";
+  double worst = 0, worst_lse = 0;
+  for (std::int64_t e = 0; e < out_size; ++e) {
+    const float x = cuda::storage<T>::load(got[e]);
+    if (x != cuda::storage<T>::load(got_reverse[e]))
+      return what + ": element " + std::to_string(e) + " differs in reverse order";
+    worst = std::max(worst, std::abs(x - want[e]));
+  }
+  for (std::size_t e = 0; e < lse.size(); ++e) {
+    if (lse[e] != lse_reverse[e] && !(std::isnan(lse[e]) && std::isnan(lse_reverse[e])))
+      return what + ": lse " + std::to_string(e) + " differs in reverse order";
+    if (std::isinf(want_lse[e])) {
+      if (!(std::isinf(lse[e]) && lse[e] < 0)) return what + ": lse " + std::to_string(e) + " of an empty row is not -inf";
+    } else {
+      worst_lse = std::max(worst_lse, std::abs(lse[e] - want_lse[e]));
+    }
+  }
+  if (!(worst < tolerance<T>())) return what + ": output off by " + std::to_string(worst);
+  if (!(worst_lse < tolerance<T>())) return what + ": lse off by " + std::to_string(worst_lse);
+  return "";
+}
+
+TEST(FlashEmulation, MatchesTheDenseFormulaForEveryBiasAndStorageType) {
+  for (bias_kind bias :
+       {bias_kind::none, bias_kind::alibi, bias_kind::t5, bias_kind::fox, bias_kind::gated_key, bias_kind::gated_qk}) {
+    scenario s;
+    s.bias = bias;
+    s.lengths = {150};
+    const std::string what = "bias " + std::to_string(static_cast<int>(bias));
+    EXPECT_EQ(run_case<float>(s, 1, what + " f32"), "");
+    EXPECT_EQ(run_case<Eigen::half>(s, 2, what + " f16"), "");
+    EXPECT_EQ(run_case<Eigen::bfloat16>(s, 3, what + " bf16"), "");
+  }
+}
+
+TEST(FlashEmulation, ShapesMasksAndTilePlans) {
+  struct named {
+    const char* what;
+    scenario s;
+  };
+  std::vector<named> cases;
+  {
+    scenario s;
+    s.causal = false;
+    s.lengths = {100};
+    cases.push_back({"non-causal", s});
+  }
+  {
+    scenario s;
+    s.window = 17;
+    s.lengths = {130};
+    s.bias = bias_kind::alibi;
+    cases.push_back({"causal window", s});
+  }
+  {
+    scenario s;
+    s.causal = false;
+    s.window = 9;
+    s.lengths = {90};
+    cases.push_back({"two-sided window", s});
+  }
+  {
+    scenario s;
+    s.varlen = true;
+    s.lengths = {1, 0, 77, 130, 16};
+    s.positions = true;
+    s.bias = bias_kind::fox;
+    cases.push_back({"packed sequences, an empty one, positions", s});
+    s.bias = bias_kind::gated_qk;
+    cases.push_back({"packed sequences, query+key-gated GRAPE-A", s});
+  }
+  {
+    scenario s;
+    s.lengths = {33, 33, 33};
+    s.positions = true;
+    s.bias = bias_kind::t5;
+    s.causal = false;
+    cases.push_back({"padded batch, bidirectional T5", s});
+  }
+  {
+    scenario s;
+    s.q_heads = 6;
+    s.k_heads = 3;
+    s.v_heads = 2;
+    s.head_dim = 16;
+    s.v_dim = 48;
+    s.lengths = {50};
+    cases.push_back({"GQA with different K and V head counts, v_dim != head_dim", s});
+  }
+  {
+    scenario s;
+    s.q_token_pad = 5;
+    s.lengths = {40};
+    cases.push_back({"strided Q", s});
+  }
+  for (auto [rows, cols] : {std::pair{32, 16}, {16, 32}, {16, 16}, {64, 32}})
+    for (auto& c : cases) {
+      scenario s = c.s;
+      s.rows = rows;
+      s.cols = cols;
+      const std::string what = std::string(c.what) + ", tile " + std::to_string(rows) + "x" + std::to_string(cols);
+      EXPECT_EQ(run_case<float>(s, 10 + rows + cols, what), "");
+      EXPECT_EQ(run_case<Eigen::bfloat16>(s, 20 + rows + cols, what + " bf16"), "");
+    }
+}
+
+TEST(FlashEmulation, HeadDimsUpTo256PlanWithinASharedMemoryLimit) {
+  for (int d : {64, 128, 256}) {
+    scenario s;
+    s.head_dim = s.v_dim = d;
+    s.lengths = {70};
+    cuda::flash_operands ops;
+    ops.type = cpu::dtype::bf16;
+    ops.head_dim = ops.v_dim = d;
+    for (std::int64_t limit : {48 * 1024, 99 * 1024, 163 * 1024, 227 * 1024}) {
+      const cuda::flash_plan p = cuda::plan_flash(ops, limit);
+      ASSERT_GT(p.rows, 0) << d << " " << limit;
+      EXPECT_LE(p.smem_bytes, limit);
+      EXPECT_EQ(p.threads, 2 * p.rows);
+    }
+    const cuda::flash_plan p = cuda::plan_flash(ops, 99 * 1024);
+    s.rows = p.rows;
+    s.cols = p.cols;
+    EXPECT_EQ(run_case<Eigen::half>(s, 30 + d, "head_dim " + std::to_string(d)), "");
+  }
+}
+
+TEST(FlashEmulation, ABadSequenceTableSetsTheErrorFlagAndWritesNothing) {
+  scenario s;
+  s.varlen = true;
+  s.lengths = {10, 20};
+  flash_case<float> c(s, 5);
+  c.cu[2] = c.tokens + 3;  // past the tokens
+  std::vector<float> out(c.tokens * s.q_heads * s.v_dim, 7.0f), lse(c.tokens * s.q_heads, 7.0f);
+  int error = 0;
+  const cuda::flash_operands ops = c.operands(out, lse, &error);
+  emulate<float>(ops, cuda::plan_flash(ops, 99 * 1024), cuda::no_scores{});
+  EXPECT_EQ(error, 1);
+  for (std::int64_t t = c.cu[1]; t < c.tokens; ++t) EXPECT_EQ(out[t * s.q_heads * s.v_dim], 7.0f);
+}
+
+TEST(FlashEmulation, BadArgumentsGetOneLineErrors) {
+  scenario s;
+  flash_case<float> c(s, 6);
+  std::vector<float> out(c.tokens * s.q_heads * s.v_dim), lse(c.tokens * s.q_heads);
+  int error = 0;
+  auto expect_error = [&](auto edit, const std::string& message) {
+    cuda::flash_operands ops = c.operands(out, lse, &error);
+    edit(ops);
+    try {
+      cuda::check_flash(ops);
+      ADD_FAILURE() << "no error for: " << message;
+    } catch (const input_error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  };
+  expect_error([](auto& o) { o.k_heads = 3; }, "k_heads: must divide q_heads = 2");
+  expect_error([](auto& o) { o.head_dim = 24; }, "head_dim: must be a multiple of 16 in [16, 256]");
+  expect_error([](auto& o) { o.v_dim = 512; }, "v_dim: must be a multiple of 16");
+  expect_error([](auto& o) { o.tokens = 5; }, "tokens: must be batch × seq_len");
+  expect_error([](auto& o) { o.scale = std::nanf(""); }, "scale: must be finite");
+  expect_error([](auto& o) { o.error = nullptr; }, "error: the device flag");
+  expect_error([](auto& o) { o.v = nullptr; }, "q, k, v, out: must not be null");
+  cuda::flash_operands ops = c.operands(out, lse, &error);
+  EXPECT_THROW(cuda::check_flash_bias(ops, cuda::fox_scores{c.fox_prefix.data(), 10}), input_error);
+  EXPECT_THROW(cuda::check_flash_bias(ops, cuda::gated_scores{c.omega.data(), nullptr, nullptr, 400}), input_error);
+  EXPECT_THROW(cuda::check_flash_bias(ops, cuda::t5_scores{c.t5_distances.data(), 1, 20, true}), input_error);
+}
+
+// Random shapes: every combination the scenarios above name one by one.
+RC_GTEST_PROP(FlashEmulation, RandomScenariosMatchTheDenseFormula, ()) {
+  scenario s;
+  s.k_heads = *rc::gen::element(1, 2);
+  s.v_heads = *rc::gen::element(1, 2);
+  s.q_heads = s.k_heads * s.v_heads * *rc::gen::inRange(1, 3);
+  s.head_dim = 16 * *rc::gen::inRange(1, 4);
+  s.v_dim = 16 * *rc::gen::inRange(1, 4);
+  s.varlen = *rc::gen::arbitrary<bool>();
+  const int batch = *rc::gen::inRange(1, 4);
+  s.lengths.clear();
+  for (int b = 0; b < batch; ++b) s.lengths.push_back(*rc::gen::inRange(0, 90));
+  if (!s.varlen && s.lengths[0] == 0) s.lengths[0] = 1;
+  s.positions = *rc::gen::arbitrary<bool>();
+  s.causal = *rc::gen::arbitrary<bool>();
+  s.window = *rc::gen::element<std::int64_t>(0, 0, 1, 7, 40);
+  s.bias = *rc::gen::element(bias_kind::none, bias_kind::alibi, bias_kind::t5, bias_kind::fox, bias_kind::gated_key,
+                             bias_kind::gated_qk);
+  s.rows = *rc::gen::element(16, 32, 64);
+  s.cols = *rc::gen::element(16, 32, 64);
+  const auto seed = *rc::gen::arbitrary<std::uint32_t>();
+  RC_ASSERT(run_case<float>(s, seed, "random f32") == "");
+  RC_ASSERT(run_case<Eigen::half>(s, seed + 1, "random f16") == "");
+}
+
+}  // namespace
+}  // namespace grape
