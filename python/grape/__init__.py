@@ -39,7 +39,9 @@ def encoding(name, **params):
     or grape.encoding("grape_m", head_dim=8, omega=0.1, a=[...], b=[...]). The BuiltinEncoding's
     .params shows every value. grape.rotate_qk and its backward (and grape.torch.rotate_qk, for q
     and k) take those that rotate Q and K (.rotates_qk: rope, rope_interleaved, xpos, grape_m,
-    mrope, axial_2d, string_rope, liere_2d, and rope_alibi's rotation)."""
+    mrope, axial_2d, string_rope, liere_2d, and rope_alibi's rotation); enc.bias_tile(q_len, k_len)
+    gives a score bias's tile (.has_bias_tile) and enc.add_embedding(x, positions) adds an absolute
+    embedding (.has_embedding)."""
     return _grape._builtin_encoding(name, params)
 
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "arrays.hpp"
+#include "bias_tile_array.hpp"
 #include "paper_bias.hpp"
 #include "cpu/embedding.hpp"
 #include "cpu/encode_bias_paper.hpp"
@@ -21,16 +22,6 @@ namespace grape::python {
 
 namespace nb = nanobind;
 using namespace nb::literals;
-
-namespace {
-
-using tile_array = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
-
-/// A new float32 [heads, q_len, k_len] array and the tile arguments that address it.
-struct new_tile {
-  tile_array array;
-  cpu::bias_tile tile;
-};
 
 new_tile make_tile(std::int64_t heads, std::int64_t q_start, std::int64_t q_len, std::int64_t k_start,
                    std::int64_t k_len, int threads) {
@@ -44,6 +35,16 @@ new_tile make_tile(std::int64_t heads, std::int64_t q_start, std::int64_t q_len,
                owner);
   return {a, cpu::bias_tile{data->data(), heads, q_start, q_len, k_start, k_len, threads}};
 }
+
+cpu::embedding_rows embedding_rows_of(const array& x, const array& positions, int threads) {
+  if (x.ndim() != 2 || x.dtype() != nb::dtype<float>()) throw input_error("x: must be float32 [tokens, dim]");
+  if (x.shape(1) > 1 && x.stride(1) != 1) throw input_error("x: channels must be contiguous");
+  const std::int64_t tokens = static_cast<std::int64_t>(x.shape(0));
+  return {static_cast<float*>(x.data()), tokens, static_cast<int>(x.shape(1)), x.stride(0),
+          int64_values(positions, tokens, "positions"), threads};
+}
+
+namespace {
 
 /// GRAPE-AP's bias data from projections [heads, seq_len, p_dim] (float32).
 path_integral_bias path_integral_of(const array& projections, double norm_eps) {
@@ -179,13 +180,7 @@ void bind_bias(nb::module_& m) {
 
   m.def("_add_sinusoidal",
         [](const array& x, const array& positions, double base, int threads) {
-          if (x.ndim() != 2 || x.dtype() != nb::dtype<float>())
-            throw input_error("x: must be float32 [tokens, dim]");
-          if (x.shape(1) > 1 && x.stride(1) != 1) throw input_error("x: channels must be contiguous");
-          const std::int64_t tokens = static_cast<std::int64_t>(x.shape(0));
-          cpu::embedding_rows rows{static_cast<float*>(x.data()), tokens, static_cast<int>(x.shape(1)), x.stride(0),
-                                   int64_values(positions, tokens, "positions"), threads};
-          cpu::add_sinusoidal(rows, base);
+          cpu::add_sinusoidal(embedding_rows_of(x, positions, threads), base);
         },
         "x"_a, "positions"_a, "base"_a, "threads"_a);
 }

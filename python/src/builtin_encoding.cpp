@@ -1,7 +1,9 @@
 // grape.encoding(name, **params): any built-in encoding made from its parameters (those not given
 // take the type's default_params()), read through Hana's reflection of its params struct, so a new
 // built-in needs nothing here. Those that rotate Q and K run grape.rotate_qk and its backward
-// through the instance kernel (builtin_rotate.hpp: xPos, GRAPE-M, STRING, LieRE, ...).
+// through the instance kernel (builtin_rotate.hpp: xPos, GRAPE-M, STRING, LieRE, ...); those with
+// a score bias give its tile (cpu::bias_tile_of: ALiBi, T5, FoX, RoPE+ALiBi's bias, gated GRAPE-A,
+// GRAPE-AP), those added to the input their embedding (cpu::add_embedding_of).
 #include <boost/hana/accessors.hpp>
 #include <boost/hana/concept/struct.hpp>
 #include <boost/hana/for_each.hpp>
@@ -20,7 +22,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "bias_tile_array.hpp"
 #include "builtin_rotate.hpp"
+#include "cpu/encode_bias.hpp"
+#include "cpu/encode_embedding.hpp"
 #include "grape/builtins.hpp"
 #include "grape/check/kernel_call.hpp"
 #include "grape/detail/describe.hpp"
@@ -41,6 +46,9 @@ struct builtin_encoding {
   nb::dict params;
   int head_dim = 0, num_axes = 1;
   std::function<void(const cpu::rotate_qk_args&, bool backward)> rotate;  // empty: no rotation
+  std::function<void(const cpu::bias_tile&)> bias_tile;                   // empty: no score bias
+  std::function<void(const cpu::embedding_rows&)> add_embedding;          // empty: no embedding
+  int bias_heads = 0;
 };
 
 template <class T>
@@ -114,6 +122,12 @@ builtin_encoding make_builtin(const nb::dict& given) {
     b.num_axes = shape.num_axes;
     b.rotate = [inst](const cpu::rotate_qk_args& a, bool backward) { rotate_builtin_qk(*inst, a, backward); };
   }
+  if constexpr (requires(const cpu::bias_tile& t) { cpu::bias_tile_of(*inst, t); }) {
+    b.bias_heads = inst->heads();
+    b.bias_tile = [inst](const cpu::bias_tile& t) { cpu::bias_tile_of(*inst, t); };
+  }
+  if constexpr (requires(const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); })
+    b.add_embedding = [inst](const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); };
   return b;
 }
 
@@ -148,10 +162,49 @@ void bind_builtin_encodings(nb::module_& m) {
                    "whether grape.rotate_qk takes it (its injection rotates Q and K)")
       .def_ro("head_dim", &builtin_encoding::head_dim, "channels per head (rotating encodings; else 0)")
       .def_ro("num_axes", &builtin_encoding::num_axes, "position axes rotate_qk reads per token")
+      .def_prop_ro("has_bias_tile", [](const builtin_encoding& e) { return static_cast<bool>(e.bias_tile); },
+                   "whether bias_tile takes it (a score bias, alone or composed with a rotation)")
+      .def_prop_ro("has_embedding", [](const builtin_encoding& e) { return static_cast<bool>(e.add_embedding); },
+                   "whether add_embedding takes it (an absolute embedding added to the input)")
+      .def(
+          "bias_tile",
+          [](const builtin_encoding& e, std::int64_t q_len, std::int64_t k_len, std::int64_t q_start,
+             std::int64_t k_start, int threads) {
+            if (!e.bias_tile)
+              throw input_error(fmt::format("encoding: {} enters attention as '{}'; bias_tile takes encodings with a "
+                                            "score bias",
+                                            e.name, e.injection));
+            new_tile t = make_tile(e.bias_heads, q_start, q_len, k_start, k_len, threads);
+            {
+              nb::gil_scoped_release release;
+              e.bias_tile(t.tile);
+            }
+            return t.array;
+          },
+          "q_len"_a, "k_len"_a, "q_start"_a = 0, "k_start"_a = 0, "threads"_a = 0,
+          "The score bias b_h(i, j) for query positions q_start.. and key positions k_start..: a new float32 "
+          "NumPy array [heads, q_len, k_len] (causal biases give keys after the query -inf).")
+      .def(
+          "add_embedding",
+          [](const builtin_encoding& e, const array& x, const array& positions, int threads) {
+            if (!e.add_embedding)
+              throw input_error(fmt::format("encoding: {} enters attention as '{}'; add_embedding takes encodings "
+                                            "added to the input",
+                                            e.name, e.injection));
+            const cpu::embedding_rows rows = embedding_rows_of(x, positions, threads);
+            {
+              nb::gil_scoped_release release;
+              e.add_embedding(rows);
+            }
+            return x;
+          },
+          "x"_a, "positions"_a, "threads"_a = 0,
+          "x[t] += PE(positions[t]) in place (x float32 [tokens, dim], positions int64 [tokens]); returns x.")
       .def("describe", &describe)
       .def("__repr__", &describe);
 
   m.def("_builtin_encoding", &make_named, "name"_a, "params"_a);
+
 
   m.def("_rotate_qk_builtin",
         [](const builtin_encoding& e, optional_array q, optional_array q_out, optional_array k, optional_array k_out,

@@ -137,3 +137,58 @@ def test_bad_names_parameters_and_uses_are_one_line_errors():
         grape.rotate_qk(x, x, grape.encoding("xpos", head_dim=16))
     with pytest.raises(grape.GrapeError, match="^grape: cache: takes a RotaryEncoding"):
         grape.rotate_qk(x, x, grape.encoding("xpos"), cache=grape.RotaryCache(grape.rope(64), 4))
+
+
+def test_score_bias_builtins_give_their_tile():
+    """ALiBi (alone and as RoPE+ALiBi's bias part) and FoX against their formulas, off the diagonal."""
+    from conftest import alibi_paper_slopes
+    i = np.arange(5, 12)[:, None]
+    j = np.arange(3, 16)[None, :]
+    for enc, heads in ((grape.encoding("alibi", heads=6), 6), (grape.encoding("rope_alibi", heads=4), 4)):
+        assert enc.has_bias_tile and not enc.has_embedding
+        tile = enc.bias_tile(7, 13, q_start=5, k_start=3)
+        assert tile.dtype == np.float32 and tile.shape == (heads, 7, 13)
+        want = -np.asarray(alibi_paper_slopes(heads))[:, None, None] * np.abs(i - j)[None]
+        np.testing.assert_allclose(tile, want, rtol=1e-6, atol=0)
+    rng = np.random.default_rng(7)
+    logits = rng.normal(0.0, 2.0, size=(2, 16))
+    fox = grape.encoding("fox", heads=2, head_dim=8, gate_logits=logits.ravel().tolist())
+    log_forget = -np.log1p(np.exp(-logits))  # log sigmoid
+    tile = fox.bias_tile(7, 13, q_start=5, k_start=3)
+    for h in range(2):
+        for r in range(7):
+            for c in range(13):
+                m, n = 5 + r, 3 + c
+                want = -np.inf if n > m else log_forget[h, n + 1:m + 1].sum()
+                assert tile[h, r, c] == pytest.approx(want, rel=1e-6, abs=1e-6)
+
+
+def test_embedding_builtins_add_their_embedding():
+    dim, base = 16, 10000.0
+    enc = grape.encoding("sinusoidal", dim=dim, base=base)
+    assert enc.has_embedding and not enc.has_bias_tile and not enc.rotates_qk
+    positions = np.array([0, 1, 77, 4096, 1_000_000], dtype=np.int64)
+    x = np.ones((5, dim), dtype=np.float32)
+    assert enc.add_embedding(x, positions) is x
+    angle = positions[:, None].astype(np.float64) * base ** (-np.arange(0, dim, 2) / dim)[None, :]
+    want = np.ones((5, dim))
+    want[:, 0::2] += np.sin(angle)
+    want[:, 1::2] += np.cos(angle)
+    np.testing.assert_allclose(x, want, atol=2e-6, rtol=0)
+    learned = grape.encoding("learned_absolute", dim=8)
+    a = learned.add_embedding(np.zeros((3, 8), dtype=np.float32), np.array([4, 0, 9], dtype=np.int64))
+    b = learned.add_embedding(np.zeros((3, 8), dtype=np.float32), np.array([9, 4, 0], dtype=np.int64))
+    np.testing.assert_array_equal(a[[2, 0, 1]], b)  # a row depends on its position only
+    assert np.abs(a).max() > 0
+
+
+def test_builtins_refuse_the_call_of_another_injection():
+    with pytest.raises(grape.GrapeError, match=r"^grape: encoding: rope enters attention as .*; bias_tile takes"):
+        grape.encoding("rope").bias_tile(4, 4)
+    with pytest.raises(grape.GrapeError, match=r"^grape: encoding: alibi enters attention as .*; add_embedding"):
+        grape.encoding("alibi").add_embedding(np.zeros((2, 64), dtype=np.float32), np.zeros(2, dtype=np.int64))
+    with pytest.raises(grape.GrapeError, match="positions: must hold 2 values"):
+        grape.encoding("sinusoidal", dim=4).add_embedding(np.zeros((2, 4), dtype=np.float32),
+                                                          np.zeros(3, dtype=np.int64))
+    with pytest.raises(grape.GrapeError, match="x: must be float32"):
+        grape.encoding("sinusoidal", dim=4).add_embedding(np.zeros((2, 4)), np.zeros(2, dtype=np.int64))
