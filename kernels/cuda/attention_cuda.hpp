@@ -1,5 +1,6 @@
 #pragma once
-// Fused attention on the device, forward (the CPU's: cpu/attention.hpp):
+// Fused attention on the device, forward and backward (the CPU's: cpu/attention.hpp,
+// cpu/attention_backward.hpp):
 //
 //   O = softmax(scale·Q·Kᵀ + bias + mask)·V        cuda::flash_attention(ops, bias, stream)
 //
@@ -25,5 +26,20 @@ void flash_attention(const flash_operands& ops, const t5_scores& bias, cudaStrea
 /// Positions outside the gates' [0, length) set *ops.error before the attention runs (FoX, gated GRAPE-A).
 void flash_attention(const flash_operands& ops, const fox_scores& bias, cudaStream_t stream);
 void flash_attention(const flash_operands& ops, const gated_scores& bias, cudaStream_t stream);
+
+/// Backward: dL/dQ, dL/dK, dL/dV (g, device memory, the storage type) of the encoded operands from
+/// dL/dO, with the forward's ops (its output and log-sum-exp in ops.out and ops.lse, k_heads =
+/// v_heads) and bias. Two launches (key tiles, then query tiles), no atomics: the same bits on every
+/// run. A rotating encoding's dQ and dK go back through cuda::rotate_qk_backward.
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const no_scores& bias,
+                              cudaStream_t stream);
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const alibi_scores& bias,
+                              cudaStream_t stream);
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const t5_scores& bias,
+                              cudaStream_t stream);
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const fox_scores& bias,
+                              cudaStream_t stream);
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const gated_scores& bias,
+                              cudaStream_t stream);
 
 }  // namespace grape::cuda

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cpu/rotate_qk.hpp"
+#include "cuda/flash_backward_program.hpp"
 #include "cuda/flash_program.hpp"
 
 namespace grape::cuda {
@@ -89,7 +90,41 @@ flash_program<T, Bias> program_of(const flash_operands& ops, const flash_plan& p
   return p;
 }
 
-/// Query blocks of the longest sequence: the grid's x extent (y: sequences, z: query heads).
+/// The backward's gradients (device memory, dense): dL/dO in, dL/dQ, dL/dK, dL/dV out, in the
+/// storage type. The forward's output and log-sum-exp are ops.out and ops.lse.
+struct flash_grads {
+  const void* grad_out = nullptr;  // [tokens, q_heads, v_dim]
+  void* grad_q = nullptr;          // [tokens, q_heads, head_dim]
+  void* grad_k = nullptr;          // [tokens, k_heads, head_dim]
+  void* grad_v = nullptr;          // [tokens, k_heads, v_dim]
+};
+
+/// The backward's square tile (64, 32 or 16 queries and keys) whose shared memory fits; rows 0
+/// when none does.
+inline flash_plan plan_flash_backward(const flash_operands& ops, std::int64_t smem_limit) {
+  const int v_dim = ops.v_dim > 0 ? ops.v_dim : ops.head_dim;
+  for (int tile = 64; tile >= 16; tile /= 2) {
+    const auto m = flash_backward_smem_of(element_bytes(ops.type), tile, ops.head_dim, v_dim);
+    if (m.bytes <= smem_limit) return {tile, tile, 2 * tile, m.bytes};
+  }
+  return {};
+}
+
+template <class T, class Bias>
+flash_backward_program<T, Bias> backward_program_of(const flash_operands& ops, const flash_grads& g,
+                                                    const flash_plan& plan, const Bias& bias) {
+  flash_backward_program<T, Bias> p;
+  p.f = program_of<T>(ops, plan, bias);
+  p.grad_out = static_cast<const T*>(g.grad_out);
+  p.grad_q = static_cast<T*>(g.grad_q);
+  p.grad_k = static_cast<T*>(g.grad_k);
+  p.grad_v = static_cast<T*>(g.grad_v);
+  p.tile = plan.rows;
+  return p;
+}
+
+/// Query blocks of the longest sequence: the grid's x extent (y: sequences, z: query heads; the
+/// backward's key programs: the same blocks of keys, z the K/V heads).
 inline std::int64_t flash_query_blocks(const flash_operands& ops, const flash_plan& plan) {
   return (ops.seq_len + plan.rows - 1) / plan.rows;
 }

@@ -52,6 +52,18 @@ inline void check_flash(const flash_operands& ops) {
     detail::require(ops.q && ops.k && ops.v && ops.out, "q, k, v, out: must not be null");
 }
 
+/// The backward's: the forward's checks, its output and log-sum-exp, the gradients, and one head
+/// count for K and V (a block owns both of a head's gradients).
+inline void check_flash_backward(const flash_operands& ops, const flash_grads& g) {
+  check_flash(ops);
+  detail::require(ops.k_heads == ops.v_heads,
+                  fmt::format("v_heads: the backward needs k_heads = v_heads (got {} and {})", ops.k_heads, ops.v_heads));
+  if (ops.tokens > 0 && ops.seq_len > 0) {
+    detail::require(ops.out != nullptr && ops.lse != nullptr, "out, lse: the forward's output and log-sum-exp must be given");
+    detail::require(g.grad_out && g.grad_q && g.grad_k && g.grad_v, "grad_out, grad_q, grad_k, grad_v: must not be null");
+  }
+}
+
 inline void check_flash_bias(const flash_operands&, const no_scores&) {}
 
 inline void check_flash_bias(const flash_operands&, const alibi_scores& bias) {

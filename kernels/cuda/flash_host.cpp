@@ -38,6 +38,23 @@ void launch(const flash_operands& ops, const Bias& bias, cudaStream_t stream) {
   }
 }
 
+template <class Bias>
+void launch_backward(const flash_operands& ops, const flash_grads& g, const Bias& bias, cudaStream_t stream) {
+  check_flash_backward(ops, g);
+  check_flash_bias(ops, bias);
+  if (ops.tokens == 0 || ops.seq_len == 0) return;
+  const flash_plan plan = plan_flash_backward(ops, shared_memory_limit());
+  detail::require(plan.rows > 0, fmt::format("head_dim {}, v_dim {}: no backward tile fits the device's shared memory",
+                                             ops.head_dim, ops.v_dim));
+  if constexpr (std::is_same_v<Bias, fox_scores> || std::is_same_v<Bias, gated_scores>)
+    if (ops.positions) detail::launch_position_check(ops.positions, ops.tokens, bias.length, ops.error, stream);
+  switch (ops.type) {
+    case cpu::dtype::f32: return detail::launch_flash_backward_f32(ops, g, plan, bias, stream);
+    case cpu::dtype::f16: return detail::launch_flash_backward_f16(ops, g, plan, bias, stream);
+    case cpu::dtype::bf16: return detail::launch_flash_backward_bf16(ops, g, plan, bias, stream);
+  }
+}
+
 }  // namespace
 
 void flash_attention(const flash_operands& ops, const no_scores& bias, cudaStream_t stream) { launch(ops, bias, stream); }
@@ -48,6 +65,28 @@ void flash_attention(const flash_operands& ops, const t5_scores& bias, cudaStrea
 void flash_attention(const flash_operands& ops, const fox_scores& bias, cudaStream_t stream) { launch(ops, bias, stream); }
 void flash_attention(const flash_operands& ops, const gated_scores& bias, cudaStream_t stream) {
   launch(ops, bias, stream);
+}
+
+
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const no_scores& bias,
+                              cudaStream_t stream) {
+  launch_backward(ops, g, bias, stream);
+}
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const alibi_scores& bias,
+                              cudaStream_t stream) {
+  launch_backward(ops, g, bias, stream);
+}
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const t5_scores& bias,
+                              cudaStream_t stream) {
+  launch_backward(ops, g, bias, stream);
+}
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const fox_scores& bias,
+                              cudaStream_t stream) {
+  launch_backward(ops, g, bias, stream);
+}
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const gated_scores& bias,
+                              cudaStream_t stream) {
+  launch_backward(ops, g, bias, stream);
 }
 
 }  // namespace grape::cuda

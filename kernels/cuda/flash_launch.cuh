@@ -1,6 +1,7 @@
 #pragma once
-// The kernel of the CUDA flash attention: one block program per (query block, sequence, head),
-// the tile in dynamic shared memory (opted in above 48 KiB).
+// The kernels of the CUDA flash attention: one block program per (query block, sequence, head),
+// and the backward's two (key blocks over K/V heads, then query blocks), the tile in dynamic shared
+// memory (opted in above 48 KiB).
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -16,22 +17,57 @@ __global__ void flash_kernel(Program p) {
   p.run(blockIdx.x, blockIdx.y, blockIdx.z, block_shape{static_cast<int>(blockDim.x)}, smem);
 }
 
+template <class Program>
+__global__ void flash_keys_kernel(Program p) {
+  extern __shared__ __align__(32) unsigned char smem[];
+  p.run_keys(blockIdx.x, blockIdx.y, blockIdx.z, block_shape{static_cast<int>(blockDim.x)}, smem);
+}
+
+template <class Program>
+__global__ void flash_queries_kernel(Program p) {
+  extern __shared__ __align__(32) unsigned char smem[];
+  p.run_queries(blockIdx.x, blockIdx.y, blockIdx.z, block_shape{static_cast<int>(blockDim.x)}, smem);
+}
+
+inline void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: ") + what + ": " + cudaGetErrorString(e));
+}
+
+/// Launches `kernel` over (x, sequences, heads) blocks with the plan's threads and shared memory.
+template <class Program>
+void launch_program(void (*kernel)(Program), const Program& program, const flash_plan& plan, std::int64_t x,
+                    std::int64_t sequences, int heads, cudaStream_t stream) {
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(plan.smem_bytes)),
+             "flash attention's shared memory");
+  const dim3 grid(static_cast<unsigned>(x), static_cast<unsigned>(sequences), static_cast<unsigned>(heads));
+  kernel<<<grid, plan.threads, plan.smem_bytes, stream>>>(program);
+  check_cuda(cudaGetLastError(), "CUDA launch of the flash attention failed");
+}
+
 template <class T, class Bias>
 void launch_flash(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t stream) {
   const auto program = program_of<T>(ops, plan, bias);
-  auto* kernel = &flash_kernel<flash_program<T, Bias>>;
-  auto check = [](cudaError_t e, const char* what) {
-    if (e != cudaSuccess) throw std::runtime_error(std::string("grape: ") + what + ": " + cudaGetErrorString(e));
-  };
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem_bytes)),
-        "flash attention's shared memory");
-  const dim3 grid(static_cast<unsigned>(flash_query_blocks(ops, plan)), static_cast<unsigned>(ops.batch),
-                  static_cast<unsigned>(ops.q_heads));
-  kernel<<<grid, plan.threads, plan.smem_bytes, stream>>>(program);
-  check(cudaGetLastError(), "CUDA launch of the flash attention failed");
+  launch_program(&flash_kernel<flash_program<T, Bias>>, program, plan, flash_query_blocks(ops, plan), ops.batch,
+                 ops.q_heads, stream);
+}
+
+template <class T, class Bias>
+void launch_flash_backward(const flash_operands& ops, const flash_grads& g, const flash_plan& plan, const Bias& bias,
+                           cudaStream_t stream) {
+  using program_t = flash_backward_program<T, Bias>;
+  const auto program = backward_program_of<T>(ops, g, plan, bias);
+  const std::int64_t blocks = flash_query_blocks(ops, plan);
+  launch_program(&flash_keys_kernel<program_t>, program, plan, blocks, ops.batch, ops.k_heads, stream);
+  launch_program(&flash_queries_kernel<program_t>, program, plan, blocks, ops.batch, ops.q_heads, stream);
 }
 
 }  // namespace grape::cuda::detail
+
+#define GRAPE_FLASH_INSTANCES_FOR(SUFFIX, Bias)                                                                 \
+  template void launch_flash_##SUFFIX(const flash_operands&, const flash_plan&, const Bias&, cudaStream_t);      \
+  template void launch_flash_backward_##SUFFIX(const flash_operands&, const flash_grads&, const flash_plan&,     \
+                                               const Bias&, cudaStream_t);
 
 #define GRAPE_FLASH_INSTANCES(SUFFIX, T)                                                                           \
   namespace grape::cuda::detail {                                                                                  \
@@ -39,9 +75,14 @@ void launch_flash(const flash_operands& ops, const flash_plan& plan, const Bias&
   void launch_flash_##SUFFIX(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) { \
     launch_flash<T>(ops, plan, bias, s);                                                                           \
   }                                                                                                                \
-  template void launch_flash_##SUFFIX(const flash_operands&, const flash_plan&, const no_scores&, cudaStream_t);   \
-  template void launch_flash_##SUFFIX(const flash_operands&, const flash_plan&, const alibi_scores&, cudaStream_t); \
-  template void launch_flash_##SUFFIX(const flash_operands&, const flash_plan&, const t5_scores&, cudaStream_t);   \
-  template void launch_flash_##SUFFIX(const flash_operands&, const flash_plan&, const fox_scores&, cudaStream_t);  \
-  template void launch_flash_##SUFFIX(const flash_operands&, const flash_plan&, const gated_scores&, cudaStream_t); \
+  template <class Bias>                                                                                            \
+  void launch_flash_backward_##SUFFIX(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,     \
+                                      const Bias& bias, cudaStream_t s) {                                          \
+    launch_flash_backward<T>(ops, g, plan, bias, s);                                                               \
+  }                                                                                                                \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, no_scores)                                                                     \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, alibi_scores)                                                                  \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, t5_scores)                                                                     \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, fox_scores)                                                                    \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, gated_scores)                                                                  \
   }

@@ -15,6 +15,16 @@ void launch_flash_f16(const flash_operands& ops, const flash_plan& plan, const B
 template <class Bias>
 void launch_flash_bf16(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t stream);
 
+template <class Bias>
+void launch_flash_backward_f32(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
+                               const Bias& bias, cudaStream_t stream);
+template <class Bias>
+void launch_flash_backward_f16(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
+                               const Bias& bias, cudaStream_t stream);
+template <class Bias>
+void launch_flash_backward_bf16(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
+                                const Bias& bias, cudaStream_t stream);
+
 /// Sets *error when a position of [tokens] lies outside [0, limit) (flash_f32.cu).
 void launch_position_check(const std::int64_t* positions, std::int64_t tokens, std::int64_t limit, int* error,
                            cudaStream_t stream);

@@ -41,6 +41,20 @@ GRAPE_HOST_DEVICE inline flash_smem flash_smem_of(int element_bytes, int rows, i
   return m;
 }
 
+/// Rows [0, here) of an operand (src: its first token's row for one head, rows token_stride apart,
+/// channels contiguous) into a [rows, dim] shared tile, zeros past `here`.
+template <class T>
+GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE void load_tile(const block_shape& b, T* tile, const T* src,
+                                                    std::int64_t token_stride, int rows, int here, int dim) {
+  const T zero = storage<T>::store(0.0f);
+  for_threads(b, [&](int tid) {
+    for (int e = tid; e < rows * dim; e += b.threads) {
+      const int r = e / dim, c = e % dim;
+      tile[e] = r < here ? src[r * token_stride + c] : zero;
+    }
+  });
+}
+
 template <class T, class Bias>
 struct flash_program {
   const T* q = nullptr;  // [tokens, q_heads, head_dim] at the strides below (channels contiguous)
@@ -65,18 +79,31 @@ struct flash_program {
     return (!causal || j <= i) && (window <= 0 || (i - j < window && (causal || j - i < window)));
   }
 
-  GRAPE_HOST_DEVICE void run(std::int64_t query_block, std::int64_t sequence, std::int64_t h, const block_shape& b,
-                             unsigned char* smem) const {
-    constexpr float minus_inf = -INFINITY;
-    std::int64_t start = sequence * seq_len, len = seq_len;
+  /// Sequence `sequence`'s first token and length; false, with the error flag set, for a
+  /// cu_seqlens entry outside the tokens.
+  GRAPE_HOST_DEVICE bool sequence_of(std::int64_t sequence, std::int64_t& start, std::int64_t& len) const {
+    start = sequence * seq_len;
+    len = seq_len;
     if (cu_seqlens) {
       start = cu_seqlens[sequence];
       len = cu_seqlens[sequence + 1] - start;
       if (start < 0 || len < 0 || start + len > tokens) {
-        if (query_block == 0 && h == 0) for_threads(b, [&](int tid) { if (tid == 0) *error = 1; });
-        return;
+        *error = 1;  // every thread writes the same value
+        return false;
       }
     }
+    return true;
+  }
+
+  GRAPE_HOST_DEVICE std::int64_t position(std::int64_t start, std::int64_t i) const {
+    return positions ? positions[start + i] : i;
+  }
+
+  GRAPE_HOST_DEVICE void run(std::int64_t query_block, std::int64_t sequence, std::int64_t h, const block_shape& b,
+                             unsigned char* smem) const {
+    constexpr float minus_inf = -INFINITY;
+    std::int64_t start = 0, len = 0;
+    if (!sequence_of(sequence, start, len)) return;
     const std::int64_t i0 = query_block * rows;
     if (i0 >= len) return;  // the whole block leaves together: no barrier is left waiting
     const int here = static_cast<int>(len - i0 < rows ? len - i0 : rows);
@@ -91,13 +118,9 @@ struct flash_program {
     float* row_max = reinterpret_cast<float*>(smem + at.stats);
     float* row_sum = row_max + rows;
     float* rescale = row_sum + rows;
-    const T zero = storage<T>::store(0.0f);
 
+    load_tile(b, qs, q + (start + i0) * q_token_stride + h * q_head_stride, q_token_stride, rows, here, head_dim);
     for_threads(b, [&](int tid) {
-      for (int e = tid; e < rows * head_dim; e += b.threads) {
-        const int r = e / head_dim, c = e % head_dim;
-        qs[e] = r < here ? q[(start + i0 + r) * q_token_stride + h * q_head_stride + c] : zero;
-      }
       for (int e = tid; e < rows * v_dim; e += b.threads) os[e] = 0.0f;
       if (tid < rows) {
         row_max[tid] = minus_inf;
@@ -113,16 +136,8 @@ struct flash_program {
     for (std::int64_t j0 = j_begin; j0 < j_end; j0 += cols) {
       const int cols_here = static_cast<int>(len - j0 < cols ? len - j0 : cols);
       block_sync();  // the previous tile's products are done with K, V and P
-      for_threads(b, [&](int tid) {
-        for (int e = tid; e < cols * head_dim; e += b.threads) {
-          const int c = e / head_dim, d = e % head_dim;
-          ks[e] = c < cols_here ? k[(start + j0 + c) * k_token_stride + kh * k_head_stride + d] : zero;
-        }
-        for (int e = tid; e < cols * v_dim; e += b.threads) {
-          const int c = e / v_dim, d = e % v_dim;
-          vs[e] = c < cols_here ? v[(start + j0 + c) * v_token_stride + vh * v_head_stride + d] : zero;
-        }
-      });
+      load_tile(b, ks, k + (start + j0) * k_token_stride + kh * k_head_stride, k_token_stride, cols, cols_here, head_dim);
+      load_tile(b, vs, v + (start + j0) * v_token_stride + vh * v_head_stride, v_token_stride, cols, cols_here, v_dim);
       block_sync();
       for_warps(b, [&](int w) {
         warp_scores(ss + static_cast<std::int64_t>(16) * w * cols, cols, qs + static_cast<std::int64_t>(16) * w * head_dim,
@@ -134,14 +149,14 @@ struct flash_program {
         float* s = ss + static_cast<std::int64_t>(r) * cols;
         T* p = ps + static_cast<std::int64_t>(r) * cols;
         const std::int64_t i = i0 + r;
-        const auto bias_row = bias.row_of(h, positions && r < here ? positions[start + i] : i);
+        const auto bias_row = bias.row_of(h, r < here ? position(start, i) : i);
         float best = row_max[r];
         for (int c = 0; c < cols; ++c) {
           const std::int64_t j = j0 + c;
           float x = minus_inf;
           if (r < here && c < cols_here && sees(i, j)) {
             x = s[c] * scale;
-            if constexpr (!Bias::none) x += bias_row(positions ? positions[start + j] : j);
+            if constexpr (!Bias::none) x += bias_row(position(start, j));
           }
           s[c] = x;
           best = x > best ? x : best;

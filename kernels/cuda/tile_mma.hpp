@@ -1,7 +1,7 @@
 #pragma once
 // The flash loop's two matrix products, one warp over a strip of 16 rows in shared memory:
 //   warp_scores:     S[16 × n] = A[16 × depth] · B[n × depth]ᵀ     (rows of Q against rows of K)
-//   warp_accumulate: C[16 × n] += P[16 × depth] · V[depth × n]
+//   warp_accumulate: C[16 × n] += P[16 × depth] · V[depth × n]    (or Pᵀ given: the backward's)
 // n and depth are multiples of 16. On the device, __half and __nv_bfloat16 go through the tensor
 // cores (WMMA 16×16×16, float accumulation; sm_80 and later); float storage, and every type in the
 // host emulation, through the lanes: each of the 32 lanes owns every 32nd output and accumulates
@@ -58,20 +58,24 @@ GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE void warp_scores(float* s, int lds, const T
   });
 }
 
-template <class T>
-GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE void warp_accumulate(float* c, int ldc, const T* p, int ldp, const T* v, int ldv, int n, int depth) {
+/// C += A·B with A row-major [16 × depth] (a_transposed: A given as Aᵀ, [depth × 16] rows lda
+/// apart, as the backward's Pᵀ·dO and dSᵀ·Q read P and dS).
+template <bool a_transposed = false, class T>
+GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE void warp_accumulate(float* c, int ldc, const T* a, int lda, const T* v, int ldv,
+                                                          int n, int depth) {
 #if defined(GRAPE_TENSOR_CORES)
   if constexpr (tensor_core_type<T>) {
     namespace wmma = nvcuda::wmma;
+    using a_layout = std::conditional_t<a_transposed, wmma::col_major, wmma::row_major>;
     for (int t = 0; t < n; t += 16) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
       wmma::load_matrix_sync(acc, c + t, ldc, wmma::mem_row_major);
       for (int k = 0; k < depth; k += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fp;
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, a_layout> fa;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fv;
-        wmma::load_matrix_sync(fp, p + k, ldp);
+        wmma::load_matrix_sync(fa, a_transposed ? a + static_cast<std::int64_t>(k) * lda : a + k, lda);
         wmma::load_matrix_sync(fv, v + static_cast<std::int64_t>(k) * ldv + t, ldv);
-        wmma::mma_sync(acc, fp, fv, acc);
+        wmma::mma_sync(acc, fa, fv, acc);
       }
       wmma::store_matrix_sync(c + t, acc, ldc, wmma::mem_row_major);
     }
@@ -81,9 +85,11 @@ GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE void warp_accumulate(float* c, int ldc, con
   for_lanes([&](int lane) {
     for (int e = lane; e < 16 * n; e += warp_size) {
       const int r = e / n, col = e % n;
-      const T* x = p + static_cast<std::int64_t>(r) * ldp;
       float sum = c[static_cast<std::int64_t>(r) * ldc + col];
-      for (int k = 0; k < depth; ++k) sum += storage<T>::load(x[k]) * storage<T>::load(v[static_cast<std::int64_t>(k) * ldv + col]);
+      for (int k = 0; k < depth; ++k) {
+        const T x = a_transposed ? a[static_cast<std::int64_t>(k) * lda + r] : a[static_cast<std::int64_t>(r) * lda + k];
+        sum += storage<T>::load(x) * storage<T>::load(v[static_cast<std::int64_t>(k) * ldv + col]);
+      }
       c[static_cast<std::int64_t>(r) * ldc + col] = sum;
     }
   });

@@ -1,0 +1,241 @@
+#pragma once
+// The CUDA flash attention's backward as two block programs (block_program.hpp), from the
+// forward's output O and log-sum-exp L, recomputing every tile (no T×T buffer):
+//
+//   P = exp(scale·QKᵀ + bias − L)  (0 where masked),  D_i = dO_i·O_i,
+//   dV = Pᵀ·dO,  dS = P ∘ (dO·Vᵀ − D),  dQ = scale·dS·K,  dK = scale·dSᵀ·Q.
+//
+// No atomics, so the result does not depend on the order blocks run in: run_keys is a block per
+// (key tile, sequence, K/V head) that owns dK and dV of its keys and sums over the query heads of
+// its group and every query tile that sees them; run_queries is a block per (query tile,
+// sequence, query head) that owns dQ. Each recomputes S and dP (FlashAttention-2 computes them once
+// and adds dQ with atomics). P and dS are rounded to the storage type for the tensor-core products,
+// as the forward's P is. K and V share their head count (checked on the host).
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/flash_program.hpp"
+
+namespace grape::cuda {
+
+/// Byte offsets of either backward program's shared memory; tiles are square (`tile` queries and
+/// keys). run_queries keeps dQ where run_keys keeps dK, and does not use dV's.
+struct flash_backward_smem {
+  std::int64_t k, v, q, dout, p, s, dk, dv, d, lse, bytes;
+};
+
+GRAPE_HOST_DEVICE inline flash_backward_smem flash_backward_smem_of(int element_bytes, int tile, int head_dim,
+                                                                    int v_dim) {
+  flash_backward_smem m{};
+  const std::int64_t t = tile;
+  m.k = 0;
+  m.v = m.k + align32(t * head_dim * element_bytes);
+  m.q = m.v + align32(t * v_dim * element_bytes);
+  m.dout = m.q + align32(t * head_dim * element_bytes);
+  m.p = m.dout + align32(t * v_dim * element_bytes);
+  m.s = m.p + align32(t * t * element_bytes);
+  m.dk = m.s + align32(t * t * 4);
+  m.dv = m.dk + align32(t * head_dim * 4);
+  m.d = m.dv + align32(t * v_dim * 4);
+  m.lse = m.d + align32(t * 4);
+  m.bytes = m.lse + align32(t * 4);
+  return m;
+}
+
+template <class T, class Bias>
+struct flash_backward_program {
+  flash_program<T, Bias> f;  // the forward's operands (f.out and f.lse: its output and log-sum-exp)
+  const T* grad_out = nullptr;  // dL/dO [tokens, q_heads, v_dim], contiguous
+  T* grad_q = nullptr;          // [tokens, q_heads, head_dim], contiguous
+  T* grad_k = nullptr;          // [tokens, k_heads, head_dim]
+  T* grad_v = nullptr;          // [tokens, k_heads, v_dim]
+  int tile = 64;                // queries and keys per tile; threads = 2·tile
+
+  /// The views of shared memory both programs use.
+  struct tiles {
+    T *k, *v, *q, *dout, *p;
+    float *s, *dk, *dv, *d, *lse;
+  };
+  GRAPE_HOST_DEVICE tiles tiles_of(unsigned char* smem) const {
+    const auto at = flash_backward_smem_of(sizeof(T), tile, f.head_dim, f.v_dim);
+    return {reinterpret_cast<T*>(smem + at.k),      reinterpret_cast<T*>(smem + at.v),
+            reinterpret_cast<T*>(smem + at.q),      reinterpret_cast<T*>(smem + at.dout),
+            reinterpret_cast<T*>(smem + at.p),      reinterpret_cast<float*>(smem + at.s),
+            reinterpret_cast<float*>(smem + at.dk), reinterpret_cast<float*>(smem + at.dv),
+            reinterpret_cast<float*>(smem + at.d),  reinterpret_cast<float*>(smem + at.lse)};
+  }
+
+  /// Loads the query tile [i0, i0 + here) of head h: Q, dO, L, and D = rowsum(dO ∘ O).
+  GRAPE_HOST_DEVICE void load_queries(const block_shape& b, const tiles& t, std::int64_t start, std::int64_t i0,
+                                      int here, std::int64_t h) const {
+    load_tile(b, t.q, f.q + (start + i0) * f.q_token_stride + h * f.q_head_stride, f.q_token_stride, tile, here,
+              f.head_dim);
+    const std::int64_t row = static_cast<std::int64_t>(f.q_heads) * f.v_dim;
+    load_tile(b, t.dout, grad_out + (start + i0) * row + h * f.v_dim, row, tile, here, f.v_dim);
+    for_threads(b, [&](int r) {
+      if (r >= tile) return;
+      float d = 0.0f, l = -INFINITY;
+      if (r < here) {
+        const std::int64_t at = (start + i0 + r) * row + h * f.v_dim;
+        for (int c = 0; c < f.v_dim; ++c) d += storage<T>::load(grad_out[at + c]) * storage<T>::load(f.out[at + c]);
+        l = f.lse[h * f.tokens + start + i0 + r];
+      }
+      t.d[r] = d;
+      t.lse[r] = l;
+    });
+  }
+
+  /// P of the tile from S (t.s, raw dot products) into t.p; masked logits, rows past `rows_here`,
+  /// keys past `cols_here` and rows that saw nothing (L = −∞) give 0.
+  GRAPE_HOST_DEVICE void probabilities(const block_shape& b, const tiles& t, std::int64_t start, std::int64_t i0,
+                                       int rows_here, std::int64_t j0, int cols_here, std::int64_t h) const {
+    for_threads(b, [&](int r) {
+      if (r >= tile) return;
+      const std::int64_t i = i0 + r;
+      const auto bias_row = f.bias.row_of(h, r < rows_here ? f.position(start, i) : i);
+      const float l = t.lse[r];
+      for (int c = 0; c < tile; ++c) {
+        const std::int64_t j = j0 + c;
+        float p = 0.0f;
+        if (r < rows_here && c < cols_here && l != -INFINITY && f.sees(i, j)) {
+          float x = t.s[r * tile + c] * f.scale;
+          if constexpr (!Bias::none) x += bias_row(f.position(start, j));
+          p = expf(x - l);
+        }
+        t.p[r * tile + c] = storage<T>::store(p);
+      }
+    });
+  }
+
+  /// dS = P ∘ (dP − D) into t.p, from dP in t.s.
+  GRAPE_HOST_DEVICE void score_gradient(const block_shape& b, const tiles& t) const {
+    for_threads(b, [&](int tid) {
+      for (int e = tid; e < tile * tile; e += b.threads)
+        t.p[e] = storage<T>::store(storage<T>::load(t.p[e]) * (t.s[e] - t.d[e / tile]));
+    });
+  }
+
+  /// S = Q·Kᵀ into t.s, then dP = dO·Vᵀ after P is made (the two passes share t.s).
+  GRAPE_HOST_DEVICE void scores(const block_shape& b, const tiles& t) const {
+    for_warps(b, [&](int w) {
+      warp_scores(t.s + 16 * w * tile, tile, t.q + 16 * w * f.head_dim, f.head_dim, t.k, f.head_dim, tile,
+                  f.head_dim);
+    });
+  }
+  GRAPE_HOST_DEVICE void output_scores(const block_shape& b, const tiles& t) const {
+    for_warps(b, [&](int w) {
+      warp_scores(t.s + 16 * w * tile, tile, t.dout + 16 * w * f.v_dim, f.v_dim, t.v, f.v_dim, tile, f.v_dim);
+    });
+  }
+
+  /// A block per (key tile, sequence, K/V head g): dK and dV of the tile's keys.
+  GRAPE_HOST_DEVICE void run_keys(std::int64_t key_block, std::int64_t sequence, std::int64_t g, const block_shape& b,
+                                  unsigned char* smem) const {
+    std::int64_t start = 0, len = 0;
+    if (!f.sequence_of(sequence, start, len)) return;
+    const std::int64_t j0 = key_block * tile;
+    if (j0 >= len) return;
+    const int cols_here = static_cast<int>(len - j0 < tile ? len - j0 : tile);
+    const tiles t = tiles_of(smem);
+    load_tile(b, t.k, f.k + (start + j0) * f.k_token_stride + g * f.k_head_stride, f.k_token_stride, tile, cols_here,
+              f.head_dim);
+    load_tile(b, t.v, f.v + (start + j0) * f.v_token_stride + g * f.v_head_stride, f.v_token_stride, tile, cols_here,
+              f.v_dim);
+    for_threads(b, [&](int tid) {
+      for (int e = tid; e < tile * f.head_dim; e += b.threads) t.dk[e] = 0.0f;
+      for (int e = tid; e < tile * f.v_dim; e += b.threads) t.dv[e] = 0.0f;
+    });
+    // Queries that can see a key of the tile: from the first key (causal) or a window before it, to
+    // a window past the last.
+    const std::int64_t last = j0 + cols_here - 1;
+    std::int64_t i_begin = 0, i_end = len;
+    if (f.causal) i_begin = j0;
+    else if (f.window > 0 && j0 - f.window + 1 > 0) i_begin = j0 - f.window + 1;
+    if (f.window > 0 && last + f.window < len) i_end = last + f.window;
+    const int group = f.q_heads / f.k_heads;
+    for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
+      for (std::int64_t i0 = i_begin; i0 < i_end; i0 += tile) {
+        const int rows_here = static_cast<int>(len - i0 < tile ? len - i0 : tile);
+        block_sync();  // the previous tile's products are done with Q, dO and P
+        load_queries(b, t, start, i0, rows_here, h);
+        block_sync();
+        scores(b, t);
+        block_sync();
+        probabilities(b, t, start, i0, rows_here, j0, cols_here, h);
+        block_sync();
+        for_warps(b, [&](int w) {  // dV += Pᵀ·dO over this warp's 16 keys
+          warp_accumulate<true>(t.dv + 16 * w * f.v_dim, f.v_dim, t.p + 16 * w, tile, t.dout, f.v_dim, f.v_dim, tile);
+        });
+        output_scores(b, t);
+        block_sync();
+        score_gradient(b, t);
+        block_sync();
+        for_warps(b, [&](int w) {  // dK += dSᵀ·Q
+          warp_accumulate<true>(t.dk + 16 * w * f.head_dim, f.head_dim, t.p + 16 * w, tile, t.q, f.head_dim,
+                                f.head_dim, tile);
+        });
+      }
+    block_sync();
+    for_threads(b, [&](int tid) {
+      for (int e = tid; e < cols_here * f.head_dim; e += b.threads) {
+        const int r = e / f.head_dim, c = e % f.head_dim;
+        grad_k[((start + j0 + r) * f.k_heads + g) * f.head_dim + c] = storage<T>::store(f.scale * t.dk[e]);
+      }
+      for (int e = tid; e < cols_here * f.v_dim; e += b.threads) {
+        const int r = e / f.v_dim, c = e % f.v_dim;
+        grad_v[((start + j0 + r) * f.k_heads + g) * f.v_dim + c] = storage<T>::store(t.dv[e]);
+      }
+    });
+  }
+
+  /// A block per (query tile, sequence, query head h): dQ of the tile's queries.
+  GRAPE_HOST_DEVICE void run_queries(std::int64_t query_block, std::int64_t sequence, std::int64_t h,
+                                     const block_shape& b, unsigned char* smem) const {
+    std::int64_t start = 0, len = 0;
+    if (!f.sequence_of(sequence, start, len)) return;
+    const std::int64_t i0 = query_block * tile;
+    if (i0 >= len) return;
+    const int rows_here = static_cast<int>(len - i0 < tile ? len - i0 : tile);
+    const tiles t = tiles_of(smem);
+    float* dq = t.dk;  // run_queries keeps dQ in dK's place
+    load_queries(b, t, start, i0, rows_here, h);
+    for_threads(b, [&](int tid) {
+      for (int e = tid; e < tile * f.head_dim; e += b.threads) dq[e] = 0.0f;
+    });
+    const std::int64_t kh = h / (f.q_heads / f.k_heads), last = i0 + rows_here - 1;
+    std::int64_t j_begin = 0, j_end = len;
+    if (f.window > 0 && i0 - f.window + 1 > 0) j_begin = i0 - f.window + 1;
+    if (f.causal) j_end = last + 1;
+    else if (f.window > 0 && last + f.window < len) j_end = last + f.window;
+    for (std::int64_t j0 = j_begin; j0 < j_end; j0 += tile) {
+      const int cols_here = static_cast<int>(len - j0 < tile ? len - j0 : tile);
+      block_sync();  // the previous tile's products are done with K, V and dS
+      load_tile(b, t.k, f.k + (start + j0) * f.k_token_stride + kh * f.k_head_stride, f.k_token_stride, tile,
+                cols_here, f.head_dim);
+      load_tile(b, t.v, f.v + (start + j0) * f.v_token_stride + kh * f.v_head_stride, f.v_token_stride, tile,
+                cols_here, f.v_dim);
+      block_sync();
+      scores(b, t);
+      block_sync();
+      probabilities(b, t, start, i0, rows_here, j0, cols_here, h);
+      block_sync();
+      output_scores(b, t);
+      block_sync();
+      score_gradient(b, t);
+      block_sync();
+      for_warps(b, [&](int w) {  // dQ += dS·K over this warp's 16 queries
+        warp_accumulate(dq + 16 * w * f.head_dim, f.head_dim, t.p + 16 * w * tile, tile, t.k, f.head_dim, f.head_dim,
+                        tile);
+      });
+    }
+    block_sync();
+    for_threads(b, [&](int tid) {
+      for (int e = tid; e < rows_here * f.head_dim; e += b.threads) {
+        const int r = e / f.head_dim, c = e % f.head_dim;
+        grad_q[((start + i0 + r) * f.q_heads + h) * f.head_dim + c] = storage<T>::store(f.scale * dq[e]);
+      }
+    });
+  }
+};
+
+}  // namespace grape::cuda
