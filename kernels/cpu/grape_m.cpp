@@ -74,8 +74,11 @@ void rotate_as_spec(const rotary_spec& spec, const rotate_qk_args& args, bool ba
 
 // ---- the checked plan (grape_m_plan.hpp) --------------------------------------------------------
 
-grape_m_plan detail::plan_grape_m(const grape_m_spec& s, const rotate_qk_args& args, const device_indices* device) {
-  const head_groups g = check_spec(s, args);
+namespace {
+
+/// plan_grape_m after check_spec gave the call's heads.
+grape_m_plan plan_checked(const grape_m_spec& s, const head_groups& g, const rotate_qk_args& args,
+                          const detail::device_indices* device) {
   if (s.phases != nullptr && (args.position_ids != nullptr || args.offsets != nullptr))
     fail("positions, offsets: contextual GRAPE-M turns by its phases; pass neither");
   encoding_shape shape;
@@ -83,12 +86,29 @@ grape_m_plan detail::plan_grape_m(const grape_m_spec& s, const rotate_qk_args& a
   shape.head_dim = s.head_dim;
   shape.rotary_dim = 2 * s.planes;
   shape.q_layout = shape.k_layout = s.layout;
-  grape_m_plan p{make_instance_plan(shape, args, device), g.kv_heads, g.group};
+  grape_m_plan p{detail::make_instance_plan(shape, args, device), g.kv_heads, g.group};
   const std::int64_t tokens = p.owned.plan.total_tokens;
   if (s.phases != nullptr && device == nullptr)
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(s.phase_rows) * tokens; ++i)
       if (!std::isfinite(s.phases[i])) fail(fmt::format("phases[{}][{}] is not finite", i / tokens, i % tokens));
   return p;
+}
+
+}  // namespace
+
+grape_m_plan detail::plan_grape_m(const grape_m_spec& s, const rotate_qk_args& args, const device_indices* device) {
+  return plan_checked(s, check_spec(s, args), args, device);
+}
+
+detail::grape_m_turns detail::turns_of(const grape_m_spec& s) {
+  const std::size_t count = static_cast<std::size_t>(s.freq_rows) * s.planes;
+  grape_m_turns t{std::vector<math::phase_t>(count), std::vector<double>(count)};
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!std::isfinite(s.freqs[i])) fail(fmt::format("freqs[{}][{}] is not finite", i / s.planes, i % s.planes));
+    t.fractions[i] = math::turn_fraction_of(s.freqs[i]);
+    t.turns[i] = s.freqs[i] / (2 * std::numbers::pi);
+  }
+  return t;
 }
 
 std::optional<rotary_spec> detail::grape_m_rotary_spec(const grape_m_spec& s) {
@@ -135,13 +155,9 @@ template <class Storage>
 void rotate_tokens(const grape_m_spec& s, const grape_m_plan& pp, float sin_sign) {
   const detail::rotate_plan& p = pp.owned.plan;
   const int n = p.threads > 0 ? p.threads : detail::max_threads();
-  // Integer positions: exact turn fractions, as rotate_qk's (the phase of m is m·f mod 2^64).
-  // Real phases: θ/2π in float64, for math::phase_of_turns.
-  const std::size_t count = static_cast<std::size_t>(s.freq_rows) * s.planes;
-  std::vector<math::phase_t> fractions(s.phases == nullptr ? count : 0);
-  std::vector<double> theta_turns(s.phases == nullptr ? 0 : count);
-  for (std::size_t i = 0; i < fractions.size(); ++i) fractions[i] = math::turn_fraction_of(s.freqs[i]);
-  for (std::size_t i = 0; i < theta_turns.size(); ++i) theta_turns[i] = s.freqs[i] / (2 * std::numbers::pi);
+  const detail::grape_m_turns turns = detail::turns_of(s);
+  const std::vector<math::phase_t>& fractions = turns.fractions;
+  const std::vector<double>& theta_turns = turns.turns;
 #pragma omp parallel num_threads(n)
   {
     std::vector<float> c(s.planes), sf(s.planes), x(p.head_dim);
@@ -256,9 +272,9 @@ void param_grads_of(const grape_m_spec& s, const grape_m_plan& pp, const void* g
 }
 
 void rotate(const grape_m_spec& s, const rotate_qk_args& args, bool backward) {
-  check_spec(s, args);
+  const head_groups g = check_spec(s, args);
   if (const auto spec = detail::grape_m_rotary_spec(s)) return rotate_as_spec(*spec, args, backward, s.angle_sign);
-  const grape_m_plan pp = detail::plan_grape_m(s, args);
+  const grape_m_plan pp = plan_checked(s, g, args, nullptr);
   const float sign = static_cast<float>(backward ? -s.angle_sign : s.angle_sign);
   detail::with_storage(args.type, [&]<class T>() { rotate_tokens<T>(s, pp, sign); });
 }
@@ -269,19 +285,22 @@ void grape_m_rotate_qk(const grape_m_spec& spec, const rotate_qk_args& args) { r
 
 void grape_m_rotate_qk_backward(const grape_m_spec& spec, const rotate_qk_args& args) { rotate(spec, args, true); }
 
-void grape_m_param_grads(const grape_m_spec& s, const rotate_qk_args& forward, const void* grad_q,
-                         const void* grad_k, grape_m_grads out) {
-  check_spec(s, forward);
+rotate_qk_args detail::grads_call_args(const grape_m_spec& s, const rotate_qk_args& forward, const void* grad_q,
+                                       const void* grad_k, const grape_m_grads& out) {
   if (forward.q.heads > 0 && grad_q == nullptr) fail("grad_q is null");
   if (forward.k.heads > 0 && grad_k == nullptr) fail("grad_k is null");
-  // The gradients address like the inputs: the forward arguments are checked with out = in.
+  if (s.phases == nullptr && out.phases != nullptr)
+    fail("phases: integer positions have no phase gradient; pass null");
   rotate_qk_args args = forward;
   args.q.out = const_cast<void*>(args.q.in);
   args.k.out = const_cast<void*>(args.k.in);
-  if (s.phases == nullptr && out.phases != nullptr)
-    fail("phases: integer positions have no phase gradient; pass null");
-  const grape_m_plan pp = detail::plan_grape_m(s, args);
-  detail::with_storage(args.type, [&]<class T>() { param_grads_of<T>(s, pp, grad_q, grad_k, out); });
+  return args;
+}
+
+void grape_m_param_grads(const grape_m_spec& s, const rotate_qk_args& forward, const void* grad_q,
+                         const void* grad_k, grape_m_grads out) {
+  const grape_m_plan pp = detail::plan_grape_m(s, detail::grads_call_args(s, forward, grad_q, grad_k, out));
+  detail::with_storage(forward.type, [&]<class T>() { param_grads_of<T>(s, pp, grad_q, grad_k, out); });
 }
 
 }  // namespace grape::cpu

@@ -3,9 +3,11 @@
 // host, which plans without reading device memory.
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "cpu/grape_m.hpp"
 #include "cpu/rotate_qk_plan.hpp"
+#include "grape/math/phase.hpp"
 #include "grape/schedule/rotary_spec.hpp"
 
 namespace grape::cpu::detail {
@@ -22,6 +24,21 @@ struct grape_m_plan {
 /// With `device`, index arrays and phases are device memory: not read (the kernel checks them).
 grape_m_plan plan_grape_m(const grape_m_spec& spec, const rotate_qk_args& args,
                           const device_indices* device = nullptr);
+
+/// The arguments of a parameter-gradient call (grape_m_param_grads, CPU or CUDA): the forward's,
+/// with the gradients addressed like the inputs (out = in, so the plan checks them alike), after
+/// checking that each side's gradient and a phase gradient's phases are given.
+rotate_qk_args grads_call_args(const grape_m_spec& spec, const rotate_qk_args& forward, const void* grad_q,
+                               const void* grad_k, const grape_m_grads& out);
+
+/// θ of every row and plane as the kernels turn by it: exact turn fractions (integer positions:
+/// the phase of m is m·f mod 2^64, as rotate_qk's) and θ/2π in float64 (real phases, for
+/// math::phase_of_turns). Shared by the CPU kernel and the CUDA host; a non-finite θ throws.
+struct grape_m_turns {
+  std::vector<math::phase_t> fractions;
+  std::vector<double> turns;
+};
+grape_m_turns turns_of(const grape_m_spec& spec);
 
 /// The spec as a rotary spec when it is one (one shared row of θ >= 0, integer positions): then
 /// rotate_qk's own kernels take the call, by −angle through their backward. Call after checking.

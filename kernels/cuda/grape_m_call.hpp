@@ -31,17 +31,9 @@ struct grape_m_host_tables {
   std::vector<double> thetas;
 };
 inline grape_m_host_tables host_tables_of(const cpu::grape_m_spec& spec) {
+  cpu::detail::grape_m_turns turns = cpu::detail::turns_of(spec);
   const std::size_t count = static_cast<std::size_t>(spec.freq_rows) * spec.planes;
-  grape_m_host_tables t{std::vector<math::phase_t>(count), std::vector<double>(count),
-                        std::vector<double>(spec.freqs, spec.freqs + count)};
-  for (std::size_t i = 0; i < count; ++i) {
-    if (!std::isfinite(spec.freqs[i]))
-      throw input_error("grape_m: freqs[" + std::to_string(i / spec.planes) + "][" + std::to_string(i % spec.planes) +
-                        "] is not finite");
-    t.fractions[i] = math::turn_fraction_of(spec.freqs[i]);
-    t.turns[i] = spec.freqs[i] / 6.283185307179586476925286766559;  // θ/2π
-  }
-  return t;
+  return {std::move(turns.fractions), std::move(turns.turns), std::vector<double>(spec.freqs, spec.freqs + count)};
 }
 
 /// The call and its launch shape: one block of `block` threads per token.
@@ -91,13 +83,7 @@ inline grape_m_grads_launch plan_grape_m_grads_launch(const cpu::grape_m_spec& s
                                                       const double* thetas, const cpu::rotate_qk_args& forward,
                                                       const void* grad_q, const void* grad_k, cpu::grape_m_grads out,
                                                       std::int64_t total_tokens, int* error_flag) {
-  if (forward.q.heads > 0 && grad_q == nullptr) throw input_error("grape_m: grad_q is null");
-  if (forward.k.heads > 0 && grad_k == nullptr) throw input_error("grape_m: grad_k is null");
-  if (spec.phases == nullptr && out.phases != nullptr)
-    throw input_error("grape_m: phases: integer positions have no phase gradient; pass null");
-  cpu::rotate_qk_args args = forward;  // the gradients address like the inputs: checked with out = in
-  args.q.out = const_cast<void*>(args.q.in);
-  args.k.out = const_cast<void*>(args.k.in);
+  const cpu::rotate_qk_args args = cpu::detail::grads_call_args(spec, forward, grad_q, grad_k, out);
   const grape_m_launch l = plan_grape_m_launch(spec, tables, args, total_tokens, error_flag, false);
   return {{l.call, grad_q, grad_k, thetas, out.freqs, out.phases}, l.block};
 }
