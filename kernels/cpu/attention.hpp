@@ -3,7 +3,7 @@
 //
 //   O = softmax(scale·E_q(Q)·E_k(K)ᵀ + B + mask)·V        cpu::attention(E::make(params), args)
 //
-// computed flash-style (cpu/flash_loop.hpp): tiles of 64 queries and 64 keys, online softmax,
+// computed flash-style (cpu/flash_loop.hpp): key tiles of 64 against 64 queries (256 unmasked), online softmax,
 // float32 accumulation, never a T×T buffer. The encoding is the instance: a rotation (RoPE and
 // every rotate_qk type, through cpu::rotate_qk on Q once and on K once), a lift (GRAPE-A, through
 // cpu::lift_qk: head_dim + 2 channels whose dot product carries the bias), a score bias (ALiBi,
