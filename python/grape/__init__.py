@@ -164,6 +164,40 @@ def rotate_qk_backward(grad_q, grad_k, encoding, positions=None, offsets=None, c
     return _call(grad_q, grad_k, encoding, positions, offsets, cu_seqlens, None, threads, out, True)
 
 
+def _empty_with(x, heads, dim):
+    """A new dense array or tensor of x's dtype with x's leading axes, `heads` heads of `dim` channels."""
+    shape = tuple(x.shape[:-2]) + (heads, dim)
+    if hasattr(x, "new_empty"):  # torch
+        return x.new_empty(shape)
+    import numpy as np
+    return np.empty(shape, dtype=x.dtype)
+
+
+def lift_qk(q, k, encoding, positions=None, offsets=None, cu_seqlens=None, max_position=None, threads=0):
+    """GRAPE-A's lift (grape.encoding("grape_a"), .lifts_qk): q and k ([tokens, heads, dim] or
+    [batch, seq, heads, dim], float32/float16/bfloat16) become q_lifted = rho_h(m) [q_h; 1; 0] and
+    k_lifted = rho_h(n)^-T [k; 0; 1] with dim + 2 channels, K lifted once per query head (k_lifted
+    has q's heads), so that any attention's q_lifted . k_lifted is q.k + slope_h (n - m). Positions as
+    grape.rotate_qk takes them. Returns (q_lifted, k_lifted)."""
+    positions, offsets, cu_seqlens = _index_array(positions), _index_array(offsets), _index_array(cu_seqlens)
+    heads, dim = q.shape[-2], q.shape[-1] + 2
+    q_lifted, k_lifted = _empty_with(q, heads, dim), _empty_with(k, heads, dim)
+    _grape._lift_qk_builtin(encoding, q, k, q_lifted, k_lifted, positions, offsets, cu_seqlens, max_position,
+                            threads, False)
+    return q_lifted, k_lifted
+
+
+def lift_qk_backward(grad_q_lifted, grad_k_lifted, q, k, encoding, positions=None, offsets=None, cu_seqlens=None,
+                     threads=0):
+    """dL/dq and dL/dk (shaped like the forward's q and k; dL/dk summed over each key head's query
+    heads) from dL/d(q_lifted) and dL/d(k_lifted)."""
+    positions, offsets, cu_seqlens = _index_array(positions), _index_array(offsets), _index_array(cu_seqlens)
+    grad_q, grad_k = _empty_with(q, q.shape[-2], q.shape[-1]), _empty_with(k, k.shape[-2], k.shape[-1])
+    _grape._lift_qk_builtin(encoding, grad_q, grad_k, grad_q_lifted, grad_k_lifted, positions, offsets, cu_seqlens,
+                            None, threads, True)
+    return grad_q, grad_k
+
+
 def inv_freq_grad(q, k, grad_q, grad_k, encoding, positions=None, offsets=None, cu_seqlens=None, threads=0):
     """dL/d inv_freq[i] (float64 list, rotary_dim / 2 values), summed over tokens and heads: q and k
     are the forward inputs, grad_q and grad_k dL/d(rotated q and k) with the same strides."""

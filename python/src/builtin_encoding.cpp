@@ -26,6 +26,7 @@
 #include "builtin_rotate.hpp"
 #include "cpu/encode_bias.hpp"
 #include "cpu/encode_embedding.hpp"
+#include "cpu/lift_qk.hpp"
 #include "grape/builtins.hpp"
 #include "grape/check/kernel_call.hpp"
 #include "grape/detail/describe.hpp"
@@ -48,6 +49,8 @@ struct builtin_encoding {
   std::function<void(const cpu::rotate_qk_args&, bool backward)> rotate;  // empty: no rotation
   std::function<void(const cpu::bias_tile&)> bias_tile;                   // empty: no score bias
   std::function<void(const cpu::embedding_rows&)> add_embedding;          // empty: no embedding
+  // Q and K lifted (or, backward, their gradients from the lifted ones); empty: no lift.
+  std::function<void(const cpu::rotate_qk_args&, const cpu::lifted_tensor&, const cpu::lifted_tensor&, bool)> lift;
   int bias_heads = 0;
 };
 
@@ -126,6 +129,11 @@ builtin_encoding make_builtin(const nb::dict& given) {
     b.bias_heads = inst->heads();
     b.bias_tile = [inst](const cpu::bias_tile& t) { cpu::bias_tile_of(*inst, t); };
   }
+  if constexpr (requires(const cpu::rotate_qk_args& a, const cpu::lifted_tensor& t) { cpu::lift_qk(*inst, a, t, t); }) {
+    b.head_dim = inst->head_dim;
+    b.lift = [inst](const cpu::rotate_qk_args& a, const cpu::lifted_tensor& q, const cpu::lifted_tensor& k,
+                    bool backward) { backward ? cpu::lift_qk_backward(*inst, a, q, k) : cpu::lift_qk(*inst, a, q, k); };
+  }
   if constexpr (requires(const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); })
     b.add_embedding = [inst](const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); };
   return b;
@@ -200,10 +208,42 @@ void bind_builtin_encodings(nb::module_& m) {
           },
           "x"_a, "positions"_a, "threads"_a = 0,
           "x[t] += PE(positions[t]) in place (x float32 [tokens, dim], positions int64 [tokens]); returns x.")
+      .def_prop_ro("lifts_qk", [](const builtin_encoding& e) { return static_cast<bool>(e.lift); },
+                   "whether grape.lift_qk takes it (GRAPE-A: Q and K lifted to head_dim + 2 channels)")
       .def("describe", &describe)
       .def("__repr__", &describe);
 
   m.def("_builtin_encoding", &make_named, "name"_a, "params"_a);
+
+  // Forward: q, k in, q_lifted, k_lifted out. Backward: dL/d(lifted) in (q_lifted, k_lifted), dL/dq and
+  // dL/dk out (written into q, k, which give the shapes).
+  m.def("_lift_qk_builtin",
+        [](const builtin_encoding& e, const array& q, const array& k, const array& q_lifted, const array& k_lifted,
+           optional_array positions, optional_array offsets, optional_array cu_seqlens,
+           std::optional<std::int64_t> max_position, int threads, bool backward) {
+          if (!e.lift)
+            throw input_error(fmt::format("encoding: {} enters attention as '{}'; lift_qk takes lifts (GRAPE-A)",
+                                          e.name, e.injection));
+          cpu::rotate_qk_args args = make_qk_args(e.head_dim, 1, {q, std::nullopt, k, std::nullopt}, positions,
+                                                  offsets, cu_seqlens, max_position, threads);
+          if (backward) {
+            args.q.out = const_cast<void*>(args.q.in);
+            args.k.out = const_cast<void*>(args.k.in);
+            args.q.in = args.k.in = nullptr;
+          } else {
+            args.q.out = args.k.out = nullptr;
+          }
+          auto lifted = [&](const array& a, const char* name) {
+            const qk_shape s = qk_shape_of(a, name);
+            if (storage_type(a, name) != args.type) throw input_error(fmt::format("{}: dtype must match q's", name));
+            return cpu::lifted_tensor{a.data(), s.span, s.batch_stride, s.token_stride, s.head_stride};
+          };
+          const cpu::lifted_tensor ql = lifted(q_lifted, "q_lifted"), kl = lifted(k_lifted, "k_lifted");
+          nb::gil_scoped_release release;
+          e.lift(args, ql, kl, backward);
+        },
+        "encoding"_a, "q"_a, "k"_a, "q_lifted"_a, "k_lifted"_a, "positions"_a.none(), "offsets"_a.none(),
+        "cu_seqlens"_a.none(), "max_position"_a.none(), "threads"_a, "backward"_a);
 
 
   m.def("_rotate_qk_builtin",

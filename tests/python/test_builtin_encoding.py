@@ -192,3 +192,45 @@ def test_builtins_refuse_the_call_of_another_injection():
                                                           np.zeros(3, dtype=np.int64))
     with pytest.raises(grape.GrapeError, match="x: must be float32"):
         grape.encoding("sinusoidal", dim=4).add_embedding(np.zeros((2, 4)), np.zeros(2, dtype=np.int64))
+
+
+def test_grape_a_lift_carries_the_alibi_score_and_its_backward_is_the_adjoint():
+    """q_lifted . k_lifted = q . k + slope_h (n - m) for every pair (GQA: a query head's key head), and
+    lift_qk_backward is the transpose of the (affine) lift: L(q + e) - L(q) = <dL/dq, e>."""
+    from conftest import alibi_paper_slopes
+    enc = grape.encoding("grape_a", heads=4, head_dim=8)
+    assert enc.lifts_qk and not enc.rotates_qk and not enc.has_bias_tile
+    rng = np.random.default_rng(11)
+    q = rng.normal(size=(6, 4, 8)).astype(np.float32)
+    k = rng.normal(size=(6, 2, 8)).astype(np.float32)
+    pos = np.array([0, 3, 17, 200, 999, 5], dtype=np.int64)
+    q_l, k_l = grape.lift_qk(q, k, enc, positions=pos)
+    assert q_l.shape == (6, 4, 10) and k_l.shape == (6, 4, 10) and q_l.dtype == np.float32
+    slopes = np.asarray(alibi_paper_slopes(4))
+    got = np.einsum("ihc,jhc->hij", q_l.astype(np.float64), k_l.astype(np.float64))
+    kv = np.repeat(k.astype(np.float64), 2, axis=1)  # query head h reads key head h // 2
+    want = np.einsum("ihc,jhc->hij", q.astype(np.float64), kv) + slopes[:, None, None] * (pos[None, :] - pos[:, None])[None]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-3)
+
+    wq = rng.normal(size=q_l.shape).astype(np.float32)
+    wk = rng.normal(size=k_l.shape).astype(np.float32)
+    dq, dk = grape.lift_qk_backward(wq, wk, q, k, enc, positions=pos)
+    assert dq.shape == q.shape and dk.shape == k.shape
+    e_q = rng.normal(size=q.shape).astype(np.float32)
+    e_k = rng.normal(size=k.shape).astype(np.float32)
+
+    def loss(qq, kk):
+        a, b = grape.lift_qk(qq, kk, enc, positions=pos)
+        return (wq.astype(np.float64) * a).sum() + (wk.astype(np.float64) * b).sum()
+
+    change = loss(q + e_q, k + e_k) - loss(q, k)
+    predicted = (dq.astype(np.float64) * e_q).sum() + (dk.astype(np.float64) * e_k).sum()
+    assert change == pytest.approx(predicted, rel=1e-4, abs=1e-2)
+
+
+def test_lift_qk_refuses_an_encoding_that_does_not_lift():
+    x = np.zeros((2, 1, 64), dtype=np.float32)
+    with pytest.raises(grape.GrapeError, match=r"^grape: encoding: rope enters attention as .*; lift_qk takes lifts"):
+        grape.lift_qk(x, x, grape.encoding("rope"))
+    with pytest.raises(grape.GrapeError, match="last dimension must be the encoding's head_dim 8"):
+        grape.lift_qk(x, x, grape.encoding("grape_a", heads=1, head_dim=8))
