@@ -9,7 +9,7 @@ PyTorch ops.
 learned frequencies (GRAPE-M's non-contextual variant) train through the kernel: the backward
 gives dL/dq, dL/dk (the rotation by minus the angle) and dL/d inv_freq (accumulated in float64).
 GRAPE-M's rank-2 generator (rank2_rotate_qk: dL/da, dL/db, dL/domega) and RoPE in a learned
-basis (basis_rotate_qk: dL/dB) train the same way. CPU tensors, float32/float16/bfloat16, as
+basis (basis_rotate_qk: dL/dB) train the same way; lift_qk is GRAPE-A's lift with its backward. CPU tensors, float32/float16/bfloat16, as
 grape.rotate_qk takes them.
 """
 import dataclasses as _dataclasses
@@ -298,6 +298,34 @@ def basis_rotate_qk(q, k, basis, inv_freq, positions=None, offsets=None):
     q_rot, k_rot = rotate_qk(q.float() @ b32, k.float() @ b32, table, positions=positions, offsets=offsets,
                              inv_freq=inv_freq)
     return (q_rot @ b32.T).to(q.dtype), (k_rot @ b32.T).to(k.dtype)
+
+
+class _LiftQK(_torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, q, k, encoding, positions, offsets):
+        ctx.meta = (encoding, positions, offsets)
+        ctx.save_for_backward(q, k)
+        return _grape.lift_qk(q, k, encoding, positions=positions, offsets=offsets)
+
+    @staticmethod
+    def backward(ctx, grad_q_lifted, grad_k_lifted):
+        q, k = ctx.saved_tensors
+        encoding, positions, offsets = ctx.meta
+        dq, dk = _grape.lift_qk_backward(grad_q_lifted.contiguous(), grad_k_lifted.contiguous(), q, k, encoding,
+                                         positions=positions, offsets=offsets)
+        return dq, dk, None, None, None
+
+
+def lift_qk(q, k, encoding, positions=None, offsets=None):
+    """Differentiable grape.lift_qk (GRAPE-A's lift, grape.encoding("grape_a")): returns (q_lifted,
+    k_lifted) with head_dim + 2 channels (K lifted per query head); the backward is the lift's
+    transpose (grape.lift_qk_backward), dL/dk summed over each key head's query heads."""
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if k.stride(-1) != 1:
+        k = k.contiguous()
+    return _LiftQK.apply(q, k, encoding, positions, offsets)
 
 
 class _AlibiBias(_torch.autograd.Function):

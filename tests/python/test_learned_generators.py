@@ -130,3 +130,27 @@ def test_bad_parameters_get_one_line_errors():
         basis_rotate_qk(q, q, torch.eye(6), torch.ones(4))
     with pytest.raises(ValueError, match="grape: inv_freq: must hold head_dim / 2 = 4"):
         basis_rotate_qk(q, q, torch.eye(8), torch.ones(3))
+
+
+def test_grape_a_lift_gradients_match_float64_autograd_of_its_scores():
+    """Scores through grape.torch.lift_qk (q_lifted . k_lifted, GQA 4:2) against q.k + slope_h (n - m)
+    in float64 autograd: the values and dL/dq, dL/dk of a weighted sum of every score."""
+    from conftest import alibi_paper_slopes
+    from grape.torch import lift_qk
+    enc = grape.encoding("grape_a", heads=4, head_dim=8)
+    positions = torch.tensor([0, 2, 9, 40, 41, 300], dtype=torch.int64)
+    q = torch.randn(6, 4, 8, requires_grad=True)
+    k = torch.randn(6, 2, 8, requires_grad=True)
+    w = torch.randn(4, 6, 6, dtype=torch.float64)
+    q_l, k_l = lift_qk(q, k, enc, positions=positions)
+    scores = torch.einsum("ihc,jhc->hij", q_l.double(), k_l.double())
+    (w * scores).sum().backward()
+
+    q64, k64 = q.detach().double().requires_grad_(), k.detach().double().requires_grad_()
+    slopes = torch.tensor(alibi_paper_slopes(4), dtype=torch.float64)
+    want = (torch.einsum("ihc,jhc->hij", q64, k64.repeat_interleave(2, dim=1))
+            + slopes[:, None, None] * (positions[None, :] - positions[:, None]).double()[None])
+    (w * want).sum().backward()
+    torch.testing.assert_close(scores.detach(), want.detach(), atol=2e-4, rtol=1e-5)
+    assert_grad_close(q.grad, q64.grad, 1e-5)
+    assert_grad_close(k.grad, k64.grad, 1e-5)
