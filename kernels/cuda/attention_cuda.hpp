@@ -9,7 +9,8 @@
 // ops (flash_call.hpp) holds the encoded operands in device memory: a rotating encoding's Q and K
 // rotated first (cuda::rotate_qk into a scratch buffer), a lift's lifted; the bias is the
 // encoding's score bias (no_scores, alibi_scores, t5_scores, fox_scores, gated_scores: flash_scores.hpp, their
-// arrays in device memory; T5's as t5_distance_table). Causal or not, sliding window, GQA, padded or packed sequences, the
+// arrays in device memory; T5's as t5_distance_table). Causal or not, sliding window, GQA, padded
+// or packed sequences, the
 // log-sum-exp. Host checks throw grape::input_error before any launch; a bad cu_seqlens or a FoX
 // position outside its gates sets *ops.error on the device (the caller reads it).
 #include "cuda/flash_call.hpp"

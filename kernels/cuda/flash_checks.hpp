@@ -28,14 +28,16 @@ inline void check_dim(int dim, const char* name) {
 inline void check_flash(const flash_operands& ops) {
   detail::require(ops.type == cpu::dtype::f32 || ops.type == cpu::dtype::f16 || ops.type == cpu::dtype::bf16,
           "type: must be f32, f16 or bf16");
-  detail::require(ops.q_heads > 0 && ops.q_heads <= 65535, fmt::format("q_heads: must be in [1, 65535] (got {})", ops.q_heads));
+  detail::require(ops.q_heads > 0 && ops.q_heads <= 65535,
+                  fmt::format("q_heads: must be in [1, 65535] (got {})", ops.q_heads));
   detail::require(ops.k_heads > 0 && ops.q_heads % ops.k_heads == 0,
           fmt::format("k_heads: must divide q_heads = {} (got {})", ops.q_heads, ops.k_heads));
   detail::require(ops.v_heads > 0 && ops.q_heads % ops.v_heads == 0,
           fmt::format("v_heads: must divide q_heads = {} (got {})", ops.q_heads, ops.v_heads));
   detail::check_dim(ops.head_dim, "head_dim");
   if (ops.v_dim != 0) detail::check_dim(ops.v_dim, "v_dim");
-  detail::require(ops.batch >= 1 && ops.batch <= 65535, fmt::format("batch: must be in [1, 65535] (got {})", ops.batch));
+  detail::require(ops.batch >= 1 && ops.batch <= 65535,
+                  fmt::format("batch: must be in [1, 65535] (got {})", ops.batch));
   detail::require(ops.seq_len >= 0 && ops.tokens >= 0, "seq_len, tokens: must be >= 0");
   if (ops.cu_seqlens == nullptr)
     detail::require(ops.batch * ops.seq_len == ops.tokens,
@@ -57,10 +59,13 @@ inline void check_flash(const flash_operands& ops) {
 inline void check_flash_backward(const flash_operands& ops, const flash_grads& g) {
   check_flash(ops);
   detail::require(ops.k_heads == ops.v_heads,
-                  fmt::format("v_heads: the backward needs k_heads = v_heads (got {} and {})", ops.k_heads, ops.v_heads));
+                  fmt::format("v_heads: the backward needs k_heads = v_heads (got {} and {})", ops.k_heads,
+                              ops.v_heads));
   if (ops.tokens > 0 && ops.seq_len > 0) {
-    detail::require(ops.out != nullptr && ops.lse != nullptr, "out, lse: the forward's output and log-sum-exp must be given");
-    detail::require(g.grad_out && g.grad_q && g.grad_k && g.grad_v, "grad_out, grad_q, grad_k, grad_v: must not be null");
+    detail::require(ops.out != nullptr && ops.lse != nullptr,
+                    "out, lse: the forward's output and log-sum-exp must be given");
+    detail::require(g.grad_out && g.grad_q && g.grad_k && g.grad_v,
+                    "grad_out, grad_q, grad_k, grad_v: must not be null");
   }
 }
 

@@ -57,12 +57,18 @@ void launch_backward(const flash_operands& ops, const flash_grads& g, const Bias
 
 }  // namespace
 
-void flash_attention(const flash_operands& ops, const no_scores& bias, cudaStream_t stream) { launch(ops, bias, stream); }
+void flash_attention(const flash_operands& ops, const no_scores& bias, cudaStream_t stream) {
+  launch(ops, bias, stream);
+}
 void flash_attention(const flash_operands& ops, const alibi_scores& bias, cudaStream_t stream) {
   launch(ops, bias, stream);
 }
-void flash_attention(const flash_operands& ops, const t5_scores& bias, cudaStream_t stream) { launch(ops, bias, stream); }
-void flash_attention(const flash_operands& ops, const fox_scores& bias, cudaStream_t stream) { launch(ops, bias, stream); }
+void flash_attention(const flash_operands& ops, const t5_scores& bias, cudaStream_t stream) {
+  launch(ops, bias, stream);
+}
+void flash_attention(const flash_operands& ops, const fox_scores& bias, cudaStream_t stream) {
+  launch(ops, bias, stream);
+}
 void flash_attention(const flash_operands& ops, const gated_scores& bias, cudaStream_t stream) {
   launch(ops, bias, stream);
 }

@@ -136,12 +136,14 @@ struct flash_program {
     for (std::int64_t j0 = j_begin; j0 < j_end; j0 += cols) {
       const int cols_here = static_cast<int>(len - j0 < cols ? len - j0 : cols);
       block_sync();  // the previous tile's products are done with K, V and P
-      load_tile(b, ks, k + (start + j0) * k_token_stride + kh * k_head_stride, k_token_stride, cols, cols_here, head_dim);
-      load_tile(b, vs, v + (start + j0) * v_token_stride + vh * v_head_stride, v_token_stride, cols, cols_here, v_dim);
+      load_tile(b, ks, k + (start + j0) * k_token_stride + kh * k_head_stride, k_token_stride, cols, cols_here,
+                head_dim);
+      load_tile(b, vs, v + (start + j0) * v_token_stride + vh * v_head_stride, v_token_stride, cols, cols_here,
+                v_dim);
       block_sync();
       for_warps(b, [&](int w) {
-        warp_scores(ss + static_cast<std::int64_t>(16) * w * cols, cols, qs + static_cast<std::int64_t>(16) * w * head_dim,
-                    head_dim, ks, head_dim, cols, head_dim);
+        const std::int64_t strip = static_cast<std::int64_t>(16) * w;  // this warp's 16 query rows
+        warp_scores(ss + strip * cols, cols, qs + strip * head_dim, head_dim, ks, head_dim, cols, head_dim);
       });
       block_sync();
       for_threads(b, [&](int r) {
@@ -179,8 +181,8 @@ struct flash_program {
       });
       block_sync();
       for_warps(b, [&](int w) {
-        warp_accumulate(os + static_cast<std::int64_t>(16) * w * v_dim, v_dim, ps + static_cast<std::int64_t>(16) * w * cols,
-                        cols, vs, v_dim, v_dim, cols);
+        const std::int64_t strip = static_cast<std::int64_t>(16) * w;
+        warp_accumulate(os + strip * v_dim, v_dim, ps + strip * cols, cols, vs, v_dim, v_dim, cols);
       });
     }
     block_sync();

@@ -32,7 +32,9 @@ struct alibi_scores {
   struct row {
     float slope;
     std::int64_t m;
-    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const { return math::alibi_bias(slope, m, n); }
+    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const {
+      return math::alibi_bias(slope, m, n);
+    }
   };
   GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t h, std::int64_t m) const { return {slopes[h], m}; }
 };

@@ -27,7 +27,8 @@ inline constexpr bool tensor_core_type = std::is_same_v<T, __half> || std::is_sa
 #endif
 
 template <class T>
-GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE void warp_scores(float* s, int lds, const T* a, int lda, const T* b, int ldb, int n, int depth) {
+GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE void warp_scores(float* s, int lds, const T* a, int lda, const T* b, int ldb,
+                                                      int n, int depth) {
 #if defined(GRAPE_TENSOR_CORES)
   if constexpr (tensor_core_type<T>) {
     namespace wmma = nvcuda::wmma;
@@ -87,7 +88,8 @@ GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE void warp_accumulate(float* c, int ldc, con
       const int r = e / n, col = e % n;
       float sum = c[static_cast<std::int64_t>(r) * ldc + col];
       for (int k = 0; k < depth; ++k) {
-        const T x = a_transposed ? a[static_cast<std::int64_t>(k) * lda + r] : a[static_cast<std::int64_t>(r) * lda + k];
+        const std::int64_t row = a_transposed ? k : r, column = a_transposed ? r : k;
+        const T x = a[row * lda + column];
         sum += storage<T>::load(x) * storage<T>::load(v[static_cast<std::int64_t>(k) * ldv + col]);
       }
       c[static_cast<std::int64_t>(r) * ldc + col] = sum;

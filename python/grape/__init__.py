@@ -30,7 +30,7 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "fox_bias", "grape_a_bias", "add_sinusoidal", "t5", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
            "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding",
            "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads", "grape_ap_bias",
-           "grape_ap_bias_grad"]
+           "grape_ap_bias_grad", "lift_qk", "lift_qk_backward"]
 
 
 def encoding(name, **params):

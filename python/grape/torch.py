@@ -9,8 +9,8 @@ PyTorch ops.
 learned frequencies (GRAPE-M's non-contextual variant) train through the kernel: the backward
 gives dL/dq, dL/dk (the rotation by minus the angle) and dL/d inv_freq (accumulated in float64).
 GRAPE-M's rank-2 generator (rank2_rotate_qk: dL/da, dL/db, dL/domega) and RoPE in a learned
-basis (basis_rotate_qk: dL/dB) train the same way; lift_qk is GRAPE-A's lift with its backward. CPU tensors, float32/float16/bfloat16, as
-grape.rotate_qk takes them.
+basis (basis_rotate_qk: dL/dB) train the same way; lift_qk is GRAPE-A's lift with its backward.
+CPU tensors, float32/float16/bfloat16, as grape.rotate_qk takes them.
 """
 import dataclasses as _dataclasses
 
