@@ -137,10 +137,7 @@ struct flash_backward_program {
     if (j0 >= len) return;
     const int cols_here = static_cast<int>(len - j0 < tile ? len - j0 : tile);
     const tiles t = tiles_of(smem);
-    load_tile(b, t.k, f.k + (start + j0) * f.k_token_stride + g * f.k_head_stride, f.k_token_stride, tile, cols_here,
-              f.head_dim);
-    load_tile(b, t.v, f.v + (start + j0) * f.v_token_stride + g * f.v_head_stride, f.v_token_stride, tile, cols_here,
-              f.v_dim);
+    f.load_keys(b, t.k, t.v, start, j0, tile, cols_here, g, g);
     for_threads(b, [&](int tid) {
       for (int e = tid; e < tile * f.head_dim; e += b.threads) t.dk[e] = 0.0f;
       for (int e = tid; e < tile * f.v_dim; e += b.threads) t.dv[e] = 0.0f;
@@ -203,17 +200,12 @@ struct flash_backward_program {
       for (int e = tid; e < tile * f.head_dim; e += b.threads) dq[e] = 0.0f;
     });
     const std::int64_t kh = h / (f.q_heads / f.k_heads), last = i0 + rows_here - 1;
-    std::int64_t j_begin = 0, j_end = len;
-    if (f.window > 0 && i0 - f.window + 1 > 0) j_begin = i0 - f.window + 1;
-    if (f.causal) j_end = last + 1;
-    else if (f.window > 0 && last + f.window < len) j_end = last + f.window;
+    std::int64_t j_begin = 0, j_end = 0;
+    f.key_range(i0, last, len, j_begin, j_end);
     for (std::int64_t j0 = j_begin; j0 < j_end; j0 += tile) {
       const int cols_here = static_cast<int>(len - j0 < tile ? len - j0 : tile);
       block_sync();  // the previous tile's products are done with K, V and dS
-      load_tile(b, t.k, f.k + (start + j0) * f.k_token_stride + kh * f.k_head_stride, f.k_token_stride, tile,
-                cols_here, f.head_dim);
-      load_tile(b, t.v, f.v + (start + j0) * f.v_token_stride + kh * f.v_head_stride, f.v_token_stride, tile,
-                cols_here, f.v_dim);
+      f.load_keys(b, t.k, t.v, start, j0, tile, cols_here, kh, kh);
       block_sync();
       scores(b, t);
       block_sync();

@@ -99,6 +99,22 @@ struct flash_program {
     return positions ? positions[start + i] : i;
   }
 
+  /// Keys [begin, end) that the queries [i0, last] of a sequence of `len` tokens can see.
+  GRAPE_HOST_DEVICE void key_range(std::int64_t i0, std::int64_t last, std::int64_t len, std::int64_t& begin,
+                                   std::int64_t& end) const {
+    begin = window > 0 && i0 - window + 1 > 0 ? i0 - window + 1 : 0;
+    end = len;
+    if (causal) end = last + 1;
+    else if (window > 0 && last + window < len) end = last + window;
+  }
+
+  /// K rows [j0, j0 + here) of head kh and V rows of head vh into tiles of `keys` rows.
+  GRAPE_HOST_DEVICE void load_keys(const block_shape& b, T* ks, T* vs, std::int64_t start, std::int64_t j0, int keys,
+                                   int here, std::int64_t kh, std::int64_t vh) const {
+    load_tile(b, ks, k + (start + j0) * k_token_stride + kh * k_head_stride, k_token_stride, keys, here, head_dim);
+    load_tile(b, vs, v + (start + j0) * v_token_stride + vh * v_head_stride, v_token_stride, keys, here, v_dim);
+  }
+
   GRAPE_HOST_DEVICE void run(std::int64_t query_block, std::int64_t sequence, std::int64_t h, const block_shape& b,
                              unsigned char* smem) const {
     constexpr float minus_inf = -INFINITY;
@@ -129,17 +145,12 @@ struct flash_program {
     });
 
     const std::int64_t last = i0 + here - 1;
-    std::int64_t j_begin = 0, j_end = len;
-    if (window > 0) j_begin = i0 - window + 1 > 0 ? i0 - window + 1 : 0;
-    if (causal) j_end = last + 1;
-    else if (window > 0 && last + window < len) j_end = last + window;
+    std::int64_t j_begin = 0, j_end = 0;
+    key_range(i0, last, len, j_begin, j_end);
     for (std::int64_t j0 = j_begin; j0 < j_end; j0 += cols) {
       const int cols_here = static_cast<int>(len - j0 < cols ? len - j0 : cols);
       block_sync();  // the previous tile's products are done with K, V and P
-      load_tile(b, ks, k + (start + j0) * k_token_stride + kh * k_head_stride, k_token_stride, cols, cols_here,
-                head_dim);
-      load_tile(b, vs, v + (start + j0) * v_token_stride + vh * v_head_stride, v_token_stride, cols, cols_here,
-                v_dim);
+      load_keys(b, ks, vs, start, j0, cols, cols_here, kh, vh);
       block_sync();
       for_warps(b, [&](int w) {
         const std::int64_t strip = static_cast<std::int64_t>(16) * w;  // this warp's 16 query rows
