@@ -145,10 +145,15 @@ struct flash_case {
 
   /// Float64 dL/dQ, dL/dK, dL/dV for dL/dO = dout ([tokens, q_heads, v_dim]): the dense formulas
   /// P = softmax, dV = Pᵀ·dO, dS = P ∘ (dO·Vᵀ − rowsum(P ∘ dO·Vᵀ)), dQ = scale·dS·K, dK = scale·dSᵀ·Q.
+  /// dL/dQ, dL/dK, dL/dV in float64, and the size of the terms each dQ/dK entry sums
+  /// (scale·Σ_j P_j·(|dP_j| + |D|)·|K_j|): dS = P·(dP − D) cancels when one key takes almost all the
+  /// weight, and a float32 kernel's error follows the terms, not the (then tiny) result.
   void reference_grads(const std::vector<T>& dout, std::vector<double>& dq, std::vector<double>& dk,
-                       std::vector<double>& dv) const {
+                       std::vector<double>& dv, std::vector<double>& dq_terms, std::vector<double>& dk_terms) const {
     dq.assign(tokens * s.q_heads * s.head_dim, 0.0);
     dk.assign(tokens * s.k_heads * s.head_dim, 0.0);
+    dq_terms.assign(dq.size(), 0.0);
+    dk_terms.assign(dk.size(), 0.0);
     dv.assign(tokens * s.v_heads * s.v_dim, 0.0);
     const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
     const std::int64_t q_row = s.q_heads * s.head_dim + s.q_token_pad;
@@ -181,11 +186,15 @@ struct flash_case {
             d += p[j] * dp[j];
           }
           for (std::int64_t j = 0; j < len; ++j) {
-            const double ds = p[j] * (dp[j] - d);
+            const double ds = p[j] * (dp[j] - d), ds_terms = p[j] * (std::abs(dp[j]) + std::abs(d));
             for (int c = 0; c < s.v_dim; ++c) dv[((first + j) * s.v_heads + vh) * s.v_dim + c] += p[j] * ov(i, c);
             for (int c = 0; c < s.head_dim; ++c) {
-              dq[((first + i) * s.q_heads + h) * s.head_dim + c] += scale * ds * kv(j, c);
-              dk[((first + j) * s.k_heads + kh) * s.head_dim + c] += scale * ds * qv(i, c);
+              const std::int64_t qe = ((first + i) * s.q_heads + h) * s.head_dim + c;
+              const std::int64_t ke = ((first + j) * s.k_heads + kh) * s.head_dim + c;
+              dq[qe] += scale * ds * kv(j, c);
+              dk[ke] += scale * ds * qv(i, c);
+              dq_terms[qe] += scale * ds_terms * std::abs(kv(j, c));
+              dk_terms[ke] += scale * ds_terms * std::abs(qv(i, c));
             }
           }
         }
