@@ -10,10 +10,17 @@
 #include <vector>
 
 #include "grape/check/laws.hpp"
+#include "grape/config.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/encoding.hpp"
 #include "grape/group/translation.hpp"
 #include "grape/inject/score_bias.hpp"
+
+/// −λ·log(1 + |m − n|), the distance exact in int64; host and device code alike.
+GRAPE_HOST_DEVICE inline double log_distance_value(double slope, std::int64_t m, std::int64_t n) {
+  const std::int64_t distance = m > n ? m - n : n - m;
+  return -slope * log1p(static_cast<double>(distance));
+}
 
 /// What score_bias<B> asks of B: heads() and the bias of one (query, key) pair of positions.
 struct log_distance_bias {
@@ -21,9 +28,23 @@ struct log_distance_bias {
 
   int heads() const { return static_cast<int>(slopes.size()); }
   double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
-    const std::int64_t distance = m[0] > n[0] ? m[0] - n[0] : n[0] - m[0];  // exact in int64
-    return -slopes[h] * std::log1p(static_cast<double>(distance));
+    return log_distance_value(slopes[h], m[0], n[0]);
   }
+
+  /// The same bias in device-safe form, for the CUDA fused attention (cuda::attention; a
+  /// ScoreView, kernels/cuda/instance_scores.hpp): the slopes' array and the formula above.
+  struct view {
+    const double* slopes;
+    std::int64_t heads;
+    GRAPE_HOST_DEVICE float operator()(std::int64_t h, std::int64_t m, std::int64_t n) const {
+      return static_cast<float>(log_distance_value(slopes[h], m, n));
+    }
+    template <class Move>
+    void relocate(Move&& move) {
+      move(slopes, heads);
+    }
+  };
+  view score_view() const { return {slopes.data(), heads()}; }
 };
 
 struct log_distance : grape::encoding<grape::translation<1>, grape::no_representation,

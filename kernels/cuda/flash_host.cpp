@@ -11,9 +11,8 @@
 #include "cuda/flash_launch.hpp"
 
 namespace grape::cuda {
-namespace {
 
-std::int64_t shared_memory_limit() {
+std::int64_t detail::shared_memory_limit() {
   int device = 0, limit = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
@@ -21,12 +20,14 @@ std::int64_t shared_memory_limit() {
   return limit;
 }
 
+namespace {
+
 template <class Bias>
 void launch(const flash_operands& ops, const Bias& bias, cudaStream_t stream) {
   check_flash(ops);
   check_flash_bias(ops, bias);
   if (ops.tokens == 0 || ops.seq_len == 0) return;
-  const flash_plan plan = plan_flash(ops, shared_memory_limit());
+  const flash_plan plan = plan_flash(ops, detail::shared_memory_limit());
   detail::require(plan.rows > 0, fmt::format("head_dim {}, v_dim {}: no tile fits the device's shared memory",
                                              ops.head_dim, ops.v_dim));
   if constexpr (std::is_same_v<Bias, fox_scores> || std::is_same_v<Bias, gated_scores>)
@@ -43,7 +44,7 @@ void launch_backward(const flash_operands& ops, const flash_grads& g, const Bias
   check_flash_backward(ops, g);
   check_flash_bias(ops, bias);
   if (ops.tokens == 0 || ops.seq_len == 0) return;
-  const flash_plan plan = plan_flash_backward(ops, shared_memory_limit());
+  const flash_plan plan = plan_flash_backward(ops, detail::shared_memory_limit());
   detail::require(plan.rows > 0, fmt::format("head_dim {}, v_dim {}: no backward tile fits the device's shared memory",
                                              ops.head_dim, ops.v_dim));
   if constexpr (std::is_same_v<Bias, fox_scores> || std::is_same_v<Bias, gated_scores>)

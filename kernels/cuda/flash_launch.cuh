@@ -2,6 +2,8 @@
 // The kernels of the CUDA flash attention: one block program per (query block, sequence, head),
 // and the backward's two (key blocks over K/V heads, then query blocks), the tile in dynamic shared
 // memory (opted in above 48 KiB).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -62,6 +64,37 @@ void launch_flash_backward(const flash_operands& ops, const flash_grads& g, cons
   launch_program(&flash_queries_kernel<program_t>, program, plan, blocks, ops.batch, ops.q_heads, stream);
 }
 
+// The per-dtype entries flash_launch.hpp declares, for any bias functor: the library's
+// translation units (flash_*.cu) instantiate them for the built-in biases, a .cu file of yours
+// for a score view (GRAPE_FLASH_SCORE_VIEW below).
+template <class Bias>
+void launch_flash_f32(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) {
+  launch_flash<float>(ops, plan, bias, s);
+}
+template <class Bias>
+void launch_flash_f16(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) {
+  launch_flash<__half>(ops, plan, bias, s);
+}
+template <class Bias>
+void launch_flash_bf16(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) {
+  launch_flash<__nv_bfloat16>(ops, plan, bias, s);
+}
+template <class Bias>
+void launch_flash_backward_f32(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
+                               const Bias& bias, cudaStream_t s) {
+  launch_flash_backward<float>(ops, g, plan, bias, s);
+}
+template <class Bias>
+void launch_flash_backward_f16(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
+                               const Bias& bias, cudaStream_t s) {
+  launch_flash_backward<__half>(ops, g, plan, bias, s);
+}
+template <class Bias>
+void launch_flash_backward_bf16(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
+                                const Bias& bias, cudaStream_t s) {
+  launch_flash_backward<__nv_bfloat16>(ops, g, plan, bias, s);
+}
+
 }  // namespace grape::cuda::detail
 
 #define GRAPE_FLASH_INSTANCES_FOR(SUFFIX, Bias)                                                                 \
@@ -69,20 +102,22 @@ void launch_flash_backward(const flash_operands& ops, const flash_grads& g, cons
   template void launch_flash_backward_##SUFFIX(const flash_operands&, const flash_grads&, const flash_plan&,     \
                                                const Bias&, cudaStream_t);
 
-#define GRAPE_FLASH_INSTANCES(SUFFIX, T)                                                                           \
-  namespace grape::cuda::detail {                                                                                  \
-  template <class Bias>                                                                                            \
-  void launch_flash_##SUFFIX(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) { \
-    launch_flash<T>(ops, plan, bias, s);                                                                           \
-  }                                                                                                                \
-  template <class Bias>                                                                                            \
-  void launch_flash_backward_##SUFFIX(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,     \
-                                      const Bias& bias, cudaStream_t s) {                                          \
-    launch_flash_backward<T>(ops, g, plan, bias, s);                                                               \
-  }                                                                                                                \
-  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, no_scores)                                                                     \
-  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, alibi_scores)                                                                  \
-  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, t5_scores)                                                                     \
-  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, fox_scores)                                                                    \
-  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, gated_scores)                                                                  \
+/// One storage type's kernels for every built-in bias (the library's flash_*.cu).
+#define GRAPE_FLASH_INSTANCES(SUFFIX)                     \
+  namespace grape::cuda::detail {                         \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, no_scores)            \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, alibi_scores)         \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, t5_scores)            \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, fox_scores)           \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, gated_scores)         \
+  }
+
+/// The flash kernels of a score view of your own (instance_scores.hpp), every storage type,
+/// forward and backward: one line in a .cu file (C++20, with the view's header) that
+/// cuda::attention's calls then link against.
+#define GRAPE_FLASH_SCORE_VIEW(View)                                 \
+  namespace grape::cuda::detail {                                    \
+  GRAPE_FLASH_INSTANCES_FOR(f32, ::grape::cuda::view_scores<View>)   \
+  GRAPE_FLASH_INSTANCES_FOR(f16, ::grape::cuda::view_scores<View>)   \
+  GRAPE_FLASH_INSTANCES_FOR(bf16, ::grape::cuda::view_scores<View>)  \
   }

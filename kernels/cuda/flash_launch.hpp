@@ -25,6 +25,9 @@ template <class Bias>
 void launch_flash_backward_bf16(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
                                 const Bias& bias, cudaStream_t stream);
 
+/// The current device's opt-in shared memory per block, in bytes (flash_host.cpp).
+std::int64_t shared_memory_limit();
+
 /// Sets *error when a position of [tokens] lies outside [0, limit) (flash_f32.cu).
 void launch_position_check(const std::int64_t* positions, std::int64_t tokens, std::int64_t limit, int* error,
                            cudaStream_t stream);

@@ -127,4 +127,18 @@ struct gated_scores {
   }
 };
 
+/// A score view (a bias of your own in device-safe form, instance_scores.hpp) as the flash loop's
+/// functor: row_of(h, m) keeps the view and the row, each key position calls view(h, m, n).
+template <class V>
+struct view_scores {
+  static constexpr bool none = false;
+  V view;
+  struct row {
+    V view;
+    std::int64_t h, m;
+    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const { return view(h, m, n); }
+  };
+  GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t h, std::int64_t m) const { return {view, h, m}; }
+};
+
 }  // namespace grape::cuda

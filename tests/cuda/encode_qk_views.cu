@@ -11,24 +11,14 @@
 #include "grape/rep/skew_generators.hpp"
 #include "grape/rep/unipotent_lift.hpp"
 
-namespace grape::cuda {
-
-#define GRAPE_ENCODE_QK_INSTANCE(R, L)                                                                     \
-  template void rotate_qk(const device_encoding<R, layout_kind::L, layout_kind::L>&,                       \
-                          const cpu::rotate_qk_args&, std::int64_t, int*, cudaStream_t);                   \
-  template void rotate_qk_backward(const device_encoding<R, layout_kind::L, layout_kind::L>&,              \
-                                   const cpu::rotate_qk_args&, std::int64_t, int*, cudaStream_t);
-
-GRAPE_ENCODE_QK_INSTANCE(rotation_planes<1>, half_split)   // RoPE, the tutorial's cyclic RoPE
-GRAPE_ENCODE_QK_INSTANCE(rotation_planes<1>, interleaved)  // RoPE (GPT-J layout)
-GRAPE_ENCODE_QK_INSTANCE(rotation_planes<2>, interleaved)  // axial 2-D RoPE
-GRAPE_ENCODE_QK_INSTANCE(rotation_planes<3>, half_split)   // M-RoPE
-GRAPE_ENCODE_QK_INSTANCE(scaled_planes, half_split)        // xPos
-GRAPE_ENCODE_QK_INSTANCE(rank2_rotation, interleaved)      // GRAPE-M
-GRAPE_ENCODE_QK_INSTANCE(skew_generators<1>, interleaved)  // learned basis (STRING)
-GRAPE_ENCODE_QK_INSTANCE(skew_generators<2>, interleaved)  // LieRE 2-D
-
-}  // namespace grape::cuda
+GRAPE_CUDA_ENCODE_QK(rotation_planes<1>, half_split)   // RoPE, the tutorial's cyclic RoPE
+GRAPE_CUDA_ENCODE_QK(rotation_planes<1>, interleaved)  // RoPE (GPT-J layout)
+GRAPE_CUDA_ENCODE_QK(rotation_planes<2>, interleaved)  // axial 2-D RoPE
+GRAPE_CUDA_ENCODE_QK(rotation_planes<3>, half_split)   // M-RoPE
+GRAPE_CUDA_ENCODE_QK(scaled_planes, half_split)        // xPos
+GRAPE_CUDA_ENCODE_QK(rank2_rotation, interleaved)      // GRAPE-M
+GRAPE_CUDA_ENCODE_QK(skew_generators<1>, interleaved)  // learned basis (STRING)
+GRAPE_CUDA_ENCODE_QK(skew_generators<2>, interleaved)  // LieRE 2-D
 
 // GRAPE-A's lift on Q/K (kernels/cuda/lift_qk.cuh), forward and backward.
 namespace grape::cuda {

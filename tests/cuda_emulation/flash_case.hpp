@@ -257,6 +257,25 @@ void emulate(const cuda::flash_operands& ops, const cuda::flash_plan& plan, cons
         program.run(x, b, h, cuda::block_shape{plan.threads}, smem);
 }
 
+/// The backward's programs over their grids: every key block, then every query block.
+template <class T, class Bias>
+void emulate_backward(const cuda::flash_operands& ops, const cuda::flash_grads& g, const cuda::flash_plan& plan,
+                      const Bias& bias) {
+  cuda::check_flash_backward(ops, g);
+  cuda::check_flash_bias(ops, bias);
+  const auto program = cuda::backward_program_of<T>(ops, g, plan, bias);
+  std::vector<double> smem_storage(plan.smem_bytes / sizeof(double) + 1);
+  auto* smem = reinterpret_cast<unsigned char*>(smem_storage.data());
+  const cuda::block_shape block{plan.threads};
+  const std::int64_t blocks = cuda::flash_query_blocks(ops, plan);
+  for (std::int64_t g_head = 0; g_head < ops.k_heads; ++g_head)
+    for (std::int64_t b = 0; b < ops.batch; ++b)
+      for (std::int64_t x = 0; x < blocks; ++x) program.run_keys(x, b, g_head, block, smem);
+  for (std::int64_t h = 0; h < ops.q_heads; ++h)
+    for (std::int64_t b = 0; b < ops.batch; ++b)
+      for (std::int64_t x = 0; x < blocks; ++x) program.run_queries(x, b, h, block, smem);
+}
+
 template <class T>
 double tolerance() {
   if constexpr (std::is_same_v<T, float>) return 2e-5;

@@ -26,17 +26,6 @@ double peak_tflops() {
   return v ? std::atof(v) : 989.0;
 }
 
-/// The largest difference over the largest entry of the CPU's.
-template <class T>
-double relative_error(const std::vector<T>& got, const std::vector<T>& want) {
-  double worst = 0, scale = 1e-30;
-  for (std::size_t e = 0; e < got.size(); ++e) {
-    worst = std::max(worst, std::abs(static_cast<double>(static_cast<float>(got[e])) - static_cast<float>(want[e])));
-    scale = std::max(scale, std::abs(static_cast<double>(static_cast<float>(want[e]))));
-  }
-  return worst / scale;
-}
-
 template <class T>
 std::vector<T> download(const T* device, std::size_t count) {
   std::vector<T> host(count);

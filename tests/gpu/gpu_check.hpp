@@ -3,6 +3,8 @@
 // GRAPE-M and the paper's bias tiles; attention_check.cpp: the flash attention): the error check, a result row and the timing helper.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -44,11 +46,25 @@ float time_ms(cudaStream_t stream, int iterations, Body&& body) {
   return ms / iterations;
 }
 
+/// The largest difference over the largest entry of the CPU's.
+template <class T>
+double relative_error(const std::vector<T>& got, const std::vector<T>& want) {
+  double worst = 0, scale = 1e-30;
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    worst = std::max(worst, std::abs(static_cast<double>(static_cast<float>(got[e])) - static_cast<float>(want[e])));
+    scale = std::max(scale, std::abs(static_cast<double>(static_cast<float>(want[e]))));
+  }
+  return worst / scale;
+}
+
 /// GRAPE-M's contextual rotation and the gated and path-integral bias tiles (paper_check.cpp).
 std::vector<row> paper_rows(std::int64_t tokens, int iterations);
 
 /// The flash attention against cpu::attention; its two number columns are TFLOP/s and the peak
 /// (attention_check.cpp).
 std::vector<row> attention_rows(int iterations);
+
+/// cuda::attention for encoding instances against cpu::attention (attention_instance_check.cpp).
+std::vector<row> attention_instance_rows();
 
 }  // namespace grape_gpu

@@ -18,7 +18,7 @@ fmt_dir=${GRAPE_FMT_DIR:-/usr/include}
 boost_dir=${GRAPE_BOOST_DIR:-/usr/include}
 arch=${GRAPE_CUDA_ARCH:-90}
 nvcc=${NVCC:-nvcc}
-inc=(-I"$root/include" -I"$root/kernels" -I"$eigen" -I"$fmt_dir" -I"$boost_dir" -DFMT_HEADER_ONLY)
+inc=(-I"$root/include" -I"$root/kernels" -I"$root/examples" -I"$eigen" -I"$fmt_dir" -I"$boost_dir" -DFMT_HEADER_ONLY)
 start=$(date +%s)
 objs=()
 for f in "$root"/kernels/cpu/*.cpp "$root"/kernels/cuda/*.cpp "$root"/tests/gpu/*.cpp; do
@@ -26,7 +26,7 @@ for f in "$root"/kernels/cpu/*.cpp "$root"/kernels/cuda/*.cpp "$root"/tests/gpu/
   g++ -std=c++20 -O3 -march=native -fopenmp "${inc[@]}" -I"$(dirname "$(command -v "$nvcc")")/../include" -c "$f" -o "$o" &
   objs+=("$o")
 done
-for f in "$root"/kernels/cuda/*.cu "$root"/tests/gpu/gpu_check.cu; do
+for f in "$root"/kernels/cuda/*.cu "$root"/tests/gpu/*.cu "$root"/examples/cuda/tutorial_attention.cu; do
   o="$out/$(basename "$(dirname "$f")")_$(basename "${f%.cu}").o"
   "$nvcc" -std=c++20 -O3 -arch=sm_$arch -Xptxas=--warn-on-spills,--warn-on-local-memory-usage "${inc[@]}" -c "$f" -o "$o" &
   objs+=("$o")

@@ -43,13 +43,6 @@ struct layouts_of<rotate_instance<R, Q, K>> {
   static constexpr layout_kind q = Q, k = K;
 };
 
-/// The rotation part of an instance that rotates Q and K: itself, or a composed instance's.
-template <class I>
-const auto& rotation_part(const I& inst) {
-  if constexpr (requires { inst.rotation; }) return inst.rotation;
-  else return inst;
-}
-
 /// Where a call's positions come from: base + uniform [0, spread) per token and axis.
 struct position_draw {
   std::int64_t base = 0;

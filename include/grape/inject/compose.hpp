@@ -25,6 +25,13 @@ struct composed_instance {
   }
 };
 
+/// The rotation part of an instance that rotates Q and K: itself, or a composed instance's.
+template <class I>
+const auto& rotation_part(const I& inst) {
+  if constexpr (requires { inst.rotation; }) return inst.rotation;
+  else return inst;
+}
+
 template <class I>
 inline constexpr bool is_rotate_qk = false;
 template <layout_kind Q, layout_kind K>

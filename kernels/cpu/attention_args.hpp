@@ -1,0 +1,55 @@
+#pragma once
+// The arguments of the fused attention (cpu::attention, cpu/attention.hpp; cuda::attention,
+// cuda/attention.cuh) and what it asks of an encoding instance: light enough for nvcc.
+#include <array>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "cpu/rotate_qk.hpp"
+#include "grape/inject/compose.hpp"
+
+namespace grape::cpu {
+
+struct attention_args {
+  rotate_qk_args qk;       // Q and K (read from .in; .out unused), tokens, positions, storage type
+  qk_tensor v;             // V (read from .in): the tokens of K, v.heads dividing Q's heads
+  int v_dim = 0;           // channels of V and of the output (0: the encoding's head_dim)
+  void* out = nullptr;     // [total_tokens, q_heads, v_dim], contiguous, in the storage type
+  float* lse = nullptr;    // [q_heads, total_tokens]: log-sum-exp of each row's logits, or null
+  bool causal = true;
+  std::int64_t window = 0; // > 0: sliding window of this many keys (both sides when not causal)
+  float scale = 0;         // 0: 1/sqrt(head_dim)
+};
+
+/// Attention with no encoding (the baseline the encodings are measured against).
+struct no_encoding {
+  int head_dim = 0;
+  int content_dim() const { return head_dim; }
+};
+
+namespace detail {
+
+/// The bias object of an instance (a composed instance's bias part), or nothing.
+template <class I>
+const auto* bias_part(const I& inst) {
+  if constexpr (requires { inst.bias.bias.bias(0, std::array<std::int64_t, 1>{}, std::array<std::int64_t, 1>{}); })
+    return &inst.bias.bias;
+  else if constexpr (requires { inst.bias.bias(0, std::array<std::int64_t, 1>{}, std::array<std::int64_t, 1>{}); })
+    return &inst.bias;
+  else
+    return static_cast<const void*>(nullptr);
+}
+
+}  // namespace detail
+
+/// Instances cpu::attention applies inside the score: a rotation (or a composition with one), a
+/// lift, a score bias, or no_encoding. An add_embedding encoding acts on the input, before the
+/// projections, so it has no place here.
+template <class Instance>
+constexpr bool attention_takes =
+    std::is_same_v<Instance, no_encoding> || requires(const Instance& i) { i.reps; } ||
+    requires(const Instance& i) { rotation_part(i).rep; } ||
+    !std::is_same_v<decltype(detail::bias_part(std::declval<const Instance&>())), const void*>;
+
+}  // namespace grape::cpu

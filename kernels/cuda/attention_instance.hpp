@@ -1,0 +1,287 @@
+#pragma once
+// Fused attention on the device for an encoding instance: cpu::attention(instance, args)'s road on
+// CUDA. Host code (C++20, the host compiler):
+//
+//   const grape::cuda::device_attention enc(E::make(params));   // tables and bias arrays uploaded once
+//   grape::cuda::attention(enc, args, total_tokens, device_error_flag, stream);
+//
+// args is the CPU call's cpu::attention_args with device pointers (Q, K, V, out, lse, cu_seqlens,
+// positions; with cu_seqlens, seq_len the longest sequence). The rotation, if any, turns Q and K
+// into scratch: the rotary_spec kernels for rotation planes, the representation's view otherwise;
+// the bias, if any, becomes the flash loop's functor (instance_scores.hpp: ALiBi, T5, FoX, gated
+// GRAPE-A, or a bias of your own through its score view); then the flash attention runs
+// (attention_cuda.hpp). What the library has not compiled for your types, one line each in a .cu
+// file (nvcc -std=c++20) instantiates: GRAPE_CUDA_ENCODE_QK(R, layout) (encode_qk.cuh) for a
+// representation other than rotation planes, GRAPE_FLASH_SCORE_VIEW(View) (flash_launch.cuh) for
+// a score view. Host checks throw grape::input_error before anything is allocated or launched; a
+// bad position or cu_seqlens sets *device_error_flag (read it before the output). Scratch (rotated
+// Q and K, positions) is stream-ordered (cudaMallocAsync) and freed after the call.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "cpu/attention_backward.hpp"
+#include "cuda/attention_cuda.hpp"
+#include "cuda/device_view.hpp"
+#include "cuda/flash_launch.hpp"
+#include "cuda/instance_attention.hpp"
+#include "cuda/instance_scores.hpp"
+#include "grape/rep/rotation_planes.hpp"
+
+namespace grape::cuda {
+
+/// The instance rotation on the device (encode_qk.cuh defines it; GRAPE_CUDA_ENCODE_QK instantiates).
+template <class R, layout_kind Q, layout_kind K>
+void rotate_qk(const device_encoding<R, Q, K>& enc, const cpu::rotate_qk_args& args, std::int64_t total_tokens,
+               int* device_error_flag, cudaStream_t stream);
+template <class R, layout_kind Q, layout_kind K>
+void rotate_qk_backward(const device_encoding<R, Q, K>& enc, const cpu::rotate_qk_args& args,
+                        std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream);
+
+namespace detail {
+
+inline void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: ") + what + ": " + cudaGetErrorString(e));
+}
+
+template <class I>
+struct device_rotation_of {
+  using type = std::monostate;
+};
+template <class R, layout_kind Q, layout_kind K>
+struct device_rotation_of<rotate_instance<R, Q, K>> {
+  using type = device_encoding<R, Q, K>;
+};
+
+/// Rotations the rotary_spec kernels always take (one-axis planes, one layout): no view kernel.
+template <class E>
+inline constexpr bool spec_rotation = false;
+template <layout_kind L>
+inline constexpr bool spec_rotation<device_encoding<rotation_planes<1>, L, L>> = true;
+
+/// Device memory for the bias arrays: each placed array is copied once and freed with the owner.
+class device_placement {
+ public:
+  device_placement() = default;
+  device_placement(const device_placement&) = delete;
+  device_placement& operator=(const device_placement&) = delete;
+  ~device_placement() {
+    for (void* a : arrays_) cudaFree(a);
+  }
+  template <class T>
+  const T* operator()(const std::vector<T>& values) {
+    if (values.empty()) return nullptr;
+    void* device = nullptr;
+    cuda_ok(cudaMalloc(&device, values.size() * sizeof(T)), "cudaMalloc of a bias array");
+    arrays_.push_back(device);
+    cuda_ok(cudaMemcpy(device, values.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice),
+            "cudaMemcpy of a bias array");
+    return static_cast<const T*>(device);
+  }
+
+ private:
+  std::vector<void*> arrays_;
+};
+
+/// Stream-ordered scratch, freed on the stream when it goes out of scope.
+class stream_scratch {
+ public:
+  stream_scratch(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (bytes > 0) cuda_ok(cudaMallocAsync(&data_, bytes, stream), "cudaMallocAsync of attention scratch");
+  }
+  ~stream_scratch() {
+    if (data_) cudaFreeAsync(data_, stream_);
+  }
+  stream_scratch(const stream_scratch&) = delete;
+  stream_scratch& operator=(const stream_scratch&) = delete;
+  void* get() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  cudaStream_t stream_;
+};
+
+/// The flash attention on the encoded operands: the library's checked launch for a built-in
+/// bias, the per-dtype entries of a score view (GRAPE_FLASH_SCORE_VIEW) otherwise.
+template <class Scores>
+void run_flash(const flash_operands& ops, const Scores& scores, cudaStream_t stream) {
+  if constexpr (requires { cuda::flash_attention(ops, scores, stream); }) {
+    cuda::flash_attention(ops, scores, stream);
+  } else {
+    if (ops.tokens == 0 || ops.seq_len == 0) return;
+    const flash_plan plan = plan_flash(ops, shared_memory_limit());
+    require(plan.rows > 0, "head_dim, v_dim: no tile fits the device's shared memory");
+    switch (ops.type) {
+      case cpu::dtype::f32: return launch_flash_f32(ops, plan, scores, stream);
+      case cpu::dtype::f16: return launch_flash_f16(ops, plan, scores, stream);
+      case cpu::dtype::bf16: return launch_flash_bf16(ops, plan, scores, stream);
+    }
+  }
+}
+
+/// The flash backward, dispatched as run_flash.
+template <class Scores>
+void run_flash_backward(const flash_operands& ops, const flash_grads& g, const Scores& scores, cudaStream_t stream) {
+  if constexpr (requires { cuda::flash_attention_backward(ops, g, scores, stream); }) {
+    cuda::flash_attention_backward(ops, g, scores, stream);
+  } else {
+    check_flash_backward(ops, g);
+    if (ops.tokens == 0 || ops.seq_len == 0) return;
+    const flash_plan plan = plan_flash_backward(ops, shared_memory_limit());
+    require(plan.rows > 0, "head_dim, v_dim: no backward tile fits the device's shared memory");
+    switch (ops.type) {
+      case cpu::dtype::f32: return launch_flash_backward_f32(ops, g, plan, scores, stream);
+      case cpu::dtype::f16: return launch_flash_backward_f16(ops, g, plan, scores, stream);
+      case cpu::dtype::bf16: return launch_flash_backward_bf16(ops, g, plan, scores, stream);
+    }
+  }
+}
+
+/// The rotation of an instance, forward or backward, through the rotary_spec kernels or the view.
+template <class Rotation>
+void rotate(const Rotation& rotation, const cpu::rotate_qk_args& r, std::int64_t total_tokens, int* flag,
+            cudaStream_t stream, bool backward) {
+  const rotary_spec* spec = rotation.plane_spec();
+  if constexpr (!spec_rotation<Rotation>) {
+    if (!spec)
+      return backward ? rotate_qk_backward(rotation, r, total_tokens, flag, stream)
+                      : rotate_qk(rotation, r, total_tokens, flag, stream);
+  }
+  backward ? rotate_qk_backward(*spec, *rotation.plane_tables(), r, total_tokens, flag, stream)
+           : rotate_qk(*spec, *rotation.plane_tables(), r, total_tokens, flag, stream);
+}
+
+}  // namespace detail
+
+/// An encoding instance ready for cuda::attention: its rotation's device tables or view and its
+/// bias's functor over device arrays, built once per model.
+template <class Instance>
+class device_attention {
+  static_assert(cpu::attention_takes<Instance>,
+                "grape: cuda::attention takes a rotate_qk or score_bias encoding (or a composition); an add_embedding "
+                "encoding is added to the input before attention");
+  static_assert(!attention_lifts<Instance>,
+                "grape: cuda::attention does not take a lift (GRAPE-A) yet: run it in cpu::attention, or as its "
+                "linear bias (alibi with its slopes)");
+  static constexpr bool rotates = requires(const Instance& i) { rotation_part(i).rep; };
+
+ public:
+  using rotation_type = typename detail::device_rotation_of<
+      std::remove_cvref_t<decltype(rotation_part(std::declval<const Instance&>()))>>::type;
+  using scores_type =
+      decltype(instance_scores(std::declval<const Instance&>(), std::declval<detail::device_placement&>()));
+
+  explicit device_attention(const Instance& inst)
+      : head_dim_(inst.content_dim()), heads_(bias_heads(inst)), scores_(instance_scores(inst, place_)) {
+    if constexpr (rotates) rotation_.emplace(rotation_part(inst));
+  }
+
+  int head_dim() const { return head_dim_; }
+  /// The query heads the bias is defined for, or 0 (any).
+  int heads() const { return heads_; }
+  const scores_type& scores() const { return scores_; }
+  const rotation_type* rotation() const { return rotation_ ? &*rotation_ : nullptr; }
+
+ private:
+  static int bias_heads(const Instance& inst) {
+    if constexpr (std::is_same_v<decltype(cpu::detail::bias_part(inst)), const void*>) return 0;
+    else return cpu::detail::bias_part(inst)->heads();
+  }
+
+  int head_dim_ = 0, heads_ = 0;
+  detail::device_placement place_;
+  scores_type scores_;
+  std::optional<rotation_type> rotation_;
+};
+
+template <class Instance>
+device_attention(const Instance&) -> device_attention<Instance>;
+
+namespace detail {
+
+/// A call's encoded operands on the device: Q and K rotated into scratch (when the instance
+/// rotates), the bias positions written (when the bias needs them), the flash operands over them.
+/// Every host check runs before the first allocation.
+template <class Instance>
+struct encoded_call {
+  using encoding = device_attention<Instance>;
+  static constexpr bool has_bias = !std::is_same_v<typename encoding::scores_type, no_scores>;
+  static constexpr bool rotates = !std::is_same_v<typename encoding::rotation_type, std::monostate>;
+  stream_scratch q_rot, k_rot, positions;
+  flash_operands ops;
+
+  encoded_call(const encoding& enc, const cpu::attention_args& a, std::int64_t total_tokens, int* flag,
+               cudaStream_t stream)
+      : q_rot(checked_bytes(enc, a, total_tokens, flag, a.qk.q.size), stream),
+        k_rot(rotates ? static_cast<std::size_t>(a.qk.k.size) * element_bytes(a.qk.type) : 0, stream),
+        positions(has_bias && has_bias_positions(a.qk) && total_tokens > 0 ? static_cast<std::size_t>(total_tokens) * 8
+                                                                             : 0,
+                  stream) {
+    if constexpr (rotates)
+      rotate(*enc.rotation(), rotation_into(a.qk, q_rot.get(), k_rot.get()), total_tokens, flag, stream, false);
+    auto* position_of = static_cast<std::int64_t*>(positions.get());
+    if (position_of)
+      launch_bias_positions(position_source_of(a.qk), total_tokens, a.qk.max_position, position_of, flag, stream);
+    ops = attention_operands(a, rotates ? q_rot.get() : a.qk.q.in, rotates ? k_rot.get() : a.qk.k.in, position_of,
+                             enc.head_dim(), total_tokens, flag);
+  }
+
+ private:
+  /// Runs the checks (attention_operands on the inputs, the bias's heads), then sizes Q's scratch.
+  static std::size_t checked_bytes(const encoding& enc, const cpu::attention_args& a, std::int64_t total_tokens,
+                                   int* flag, std::int64_t q_size) {
+    attention_operands(a, a.qk.q.in, a.qk.k.in, nullptr, enc.head_dim(), total_tokens, flag);
+    if constexpr (has_bias)
+      require(enc.heads() == a.qk.q.heads, "q.heads: must equal the encoding's heads (" + std::to_string(enc.heads()) +
+                                               ")");
+    return rotates ? static_cast<std::size_t>(q_size) * element_bytes(a.qk.type) : 0;
+  }
+};
+
+}  // namespace detail
+
+/// O = softmax(scale·E_q(Q)·E_k(K)ᵀ + B + mask)·V for the instance on the device. total_tokens:
+/// batch·seq_len padded, the packed tokens with cu_seqlens (then seq_len the longest sequence).
+template <class Instance>
+void attention(const device_attention<Instance>& enc, const cpu::attention_args& a, std::int64_t total_tokens,
+               int* device_error_flag, cudaStream_t stream) {
+  const detail::encoded_call<Instance> call(enc, a, total_tokens, device_error_flag, stream);
+  detail::run_flash(call.ops, enc.scores(), stream);
+}
+
+/// Backward: dL/dQ, dL/dK, dL/dV (g: dense, the storage type, as cpu::attention_backward's) from
+/// dL/dO, with the forward's call (its out and lse filled); K and V must share their head count.
+/// The rotation is applied again, the flash backward gives the rotated operands' gradients and
+/// the rotation's transpose takes them back. The encoding parameters' gradients (g.grad_bias,
+/// g.grad_inv_freq) are the CPU's only: they must be null here.
+template <class Instance>
+void attention_backward(const device_attention<Instance>& enc, const cpu::attention_args& a,
+                        const cpu::attention_grad_args& g, std::int64_t total_tokens, int* device_error_flag,
+                        cudaStream_t stream) {
+  detail::require(g.grad_bias == nullptr && g.grad_inv_freq == nullptr,
+                  "grad_bias, grad_inv_freq: the encoding parameters' gradients are computed by "
+                  "cpu::attention_backward only (pass null)");
+  const detail::encoded_call<Instance> call(enc, a, total_tokens, device_error_flag, stream);
+  constexpr bool rotates = detail::encoded_call<Instance>::rotates;
+  const std::size_t bytes = element_bytes(a.qk.type);
+  detail::stream_scratch dq_rot(rotates ? static_cast<std::size_t>(total_tokens * a.qk.q.heads) * enc.head_dim() * bytes
+                                        : 0,
+                                stream);
+  detail::stream_scratch dk_rot(rotates ? static_cast<std::size_t>(total_tokens * a.qk.k.heads) * enc.head_dim() * bytes
+                                        : 0,
+                                stream);
+  const flash_grads fg{g.grad_out, rotates ? dq_rot.get() : g.grad_q, rotates ? dk_rot.get() : g.grad_k, g.grad_v};
+  detail::run_flash_backward(call.ops, fg, enc.scores(), stream);
+  if constexpr (rotates)
+    detail::rotate(*enc.rotation(),
+                   rotation_back(a.qk, dq_rot.get(), dk_rot.get(), g.grad_q, g.grad_k, total_tokens, enc.head_dim()),
+                   total_tokens, device_error_flag, stream, true);
+}
+
+}  // namespace grape::cuda
