@@ -8,7 +8,7 @@
 // never a T×T buffer; float16/bfloat16 products on the tensor cores (WMMA), float32 on the lanes.
 // ops (flash_call.hpp) holds the encoded operands in device memory: a rotating encoding's Q and K
 // rotated first (cuda::rotate_qk into a scratch buffer), a lift's lifted; the bias is the
-// encoding's score bias (no_scores, alibi_scores, t5_scores, fox_scores, gated_scores: flash_scores.hpp, their
+// encoding's score bias (no_scores, alibi_scores, linear_scores, t5_scores, fox_scores, gated_scores: flash_scores.hpp, their
 // arrays in device memory; T5's as t5_distance_table). Causal or not, sliding window, GQA, padded
 // or packed sequences, the
 // log-sum-exp. Host checks throw grape::input_error before any launch; a bad cu_seqlens or a FoX
@@ -23,6 +23,7 @@ namespace grape::cuda {
 
 void flash_attention(const flash_operands& ops, const no_scores& bias, cudaStream_t stream);
 void flash_attention(const flash_operands& ops, const alibi_scores& bias, cudaStream_t stream);
+void flash_attention(const flash_operands& ops, const linear_scores& bias, cudaStream_t stream);
 void flash_attention(const flash_operands& ops, const t5_scores& bias, cudaStream_t stream);
 /// Positions outside the gates' [0, length) set *ops.error before the attention runs (FoX, gated GRAPE-A).
 void flash_attention(const flash_operands& ops, const fox_scores& bias, cudaStream_t stream);
@@ -35,6 +36,8 @@ void flash_attention(const flash_operands& ops, const gated_scores& bias, cudaSt
 void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const no_scores& bias,
                               cudaStream_t stream);
 void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const alibi_scores& bias,
+                              cudaStream_t stream);
+void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const linear_scores& bias,
                               cudaStream_t stream);
 void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const t5_scores& bias,
                               cudaStream_t stream);

@@ -131,6 +131,7 @@ void run_flash_backward(const flash_operands& ops, const flash_grads& g, const S
   if constexpr (requires { cuda::flash_attention_backward(ops, g, scores, stream); }) {
     cuda::flash_attention_backward(ops, g, scores, stream);
   } else {
+    require(g.grad_bias == nullptr, "grad_bias: a score view gives no parameter gradient (pass null)");
     check_flash_backward(ops, g);
     if (ops.tokens == 0 || ops.seq_len == 0) return;
     const flash_plan plan = plan_flash_backward(ops, shared_memory_limit());
@@ -166,9 +167,6 @@ class device_attention {
   static_assert(cpu::attention_takes<Instance>,
                 "grape: cuda::attention takes a rotate_qk or score_bias encoding (or a composition); an add_embedding "
                 "encoding is added to the input before attention");
-  static_assert(!attention_lifts<Instance>,
-                "grape: cuda::attention does not take a lift (GRAPE-A) yet: run it in cpu::attention, or as its "
-                "linear bias (alibi with its slopes)");
   static constexpr bool rotates = requires(const Instance& i) { rotation_part(i).rep; };
 
  public:
@@ -190,7 +188,8 @@ class device_attention {
 
  private:
   static int bias_heads(const Instance& inst) {
-    if constexpr (std::is_same_v<decltype(cpu::detail::bias_part(inst)), const void*>) return 0;
+    if constexpr (requires { inst.reps; }) return static_cast<int>(inst.reps.size());
+    else if constexpr (std::is_same_v<decltype(cpu::detail::bias_part(inst)), const void*>) return 0;
     else return cpu::detail::bias_part(inst)->heads();
   }
 
@@ -258,15 +257,15 @@ void attention(const device_attention<Instance>& enc, const cpu::attention_args&
 /// Backward: dL/dQ, dL/dK, dL/dV (g: dense, the storage type, as cpu::attention_backward's) from
 /// dL/dO, with the forward's call (its out and lse filled); K and V must share their head count.
 /// The rotation is applied again, the flash backward gives the rotated operands' gradients and
-/// the rotation's transpose takes them back. The encoding parameters' gradients (g.grad_bias,
-/// g.grad_inv_freq) are the CPU's only: they must be null here.
+/// the rotation's transpose takes them back. g.grad_bias (device memory, the CPU's layout): the
+/// built-in biases' parameter gradient (ALiBi, T5, FoX, gated GRAPE-A); g.grad_inv_freq is the
+/// CPU's only and must be null.
 template <class Instance>
 void attention_backward(const device_attention<Instance>& enc, const cpu::attention_args& a,
                         const cpu::attention_grad_args& g, std::int64_t total_tokens, int* device_error_flag,
                         cudaStream_t stream) {
-  detail::require(g.grad_bias == nullptr && g.grad_inv_freq == nullptr,
-                  "grad_bias, grad_inv_freq: the encoding parameters' gradients are computed by "
-                  "cpu::attention_backward only (pass null)");
+  detail::require(g.grad_inv_freq == nullptr,
+                  "grad_inv_freq: the frequencies' gradient is computed by cpu::attention_backward only (pass null)");
   const detail::encoded_call<Instance> call(enc, a, total_tokens, device_error_flag, stream);
   constexpr bool rotates = detail::encoded_call<Instance>::rotates;
   const std::size_t bytes = element_bytes(a.qk.type);
@@ -276,7 +275,8 @@ void attention_backward(const device_attention<Instance>& enc, const cpu::attent
   detail::stream_scratch dk_rot(rotates ? static_cast<std::size_t>(total_tokens * a.qk.k.heads) * enc.head_dim() * bytes
                                         : 0,
                                 stream);
-  const flash_grads fg{g.grad_out, rotates ? dq_rot.get() : g.grad_q, rotates ? dk_rot.get() : g.grad_k, g.grad_v};
+  const flash_grads fg{g.grad_out, rotates ? dq_rot.get() : g.grad_q, rotates ? dk_rot.get() : g.grad_k, g.grad_v,
+                       g.grad_bias};
   detail::run_flash_backward(call.ops, fg, enc.scores(), stream);
   if constexpr (rotates)
     detail::rotate(*enc.rotation(),

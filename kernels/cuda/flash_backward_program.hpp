@@ -13,10 +13,20 @@
 // as the forward's P is. K and V share their head count (checked on the host).
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "cuda/flash_program.hpp"
 
 namespace grape::cuda {
+
+/// Whether a bias functor gives its parameters' gradient (C++17, as the library's .cu files are
+/// compiled).
+template <class B, class = void>
+struct has_bias_grads : std::false_type {};
+template <class B>
+struct has_bias_grads<B, std::void_t<decltype(std::declval<const B&>().logit_grad(0, 0, 0, 0.0f, nullptr, nullptr))>>
+    : std::true_type {};
 
 /// Byte offsets of either backward program's shared memory; tiles are square (`tile` queries and
 /// keys). run_queries keeps dQ where run_keys keeps dK, and does not use dV's.
@@ -50,6 +60,13 @@ struct flash_backward_program {
   T* grad_k = nullptr;          // [tokens, k_heads, head_dim]
   T* grad_v = nullptr;          // [tokens, k_heads, v_dim]
   int tile = 64;                // queries and keys per tile; threads = 2·tile
+  // The bias parameters' gradient (flash_scores.hpp), when row_grads is set: the partials per
+  // query [q_heads, tokens, row_slots] and per key [q_heads, tokens, col_slots] (zeroed), then
+  // grad_bias (zeroed, grad_size doubles) from finish_bias_grads.
+  double* row_grads = nullptr;
+  double* col_grads = nullptr;
+  double* grad_bias = nullptr;
+  std::int64_t batch = 1;
 
   /// The views of shared memory both programs use.
   struct tiles {
@@ -105,6 +122,47 @@ struct flash_backward_program {
         t.p[r * tile + c] = storage<T>::store(p);
       }
     });
+  }
+
+  /// The bias gradient's partials of the tile (P in t.p, dP in t.s): g = P·(dP − D) of every
+  /// logit added to its query's row slots (rows: the query programs) or its key's column slots.
+  GRAPE_HOST_DEVICE void bias_grads(const block_shape& b, const tiles& t, std::int64_t start, std::int64_t i0,
+                                    int rows_here, std::int64_t j0, int cols_here, std::int64_t h, bool rows) const {
+    if constexpr (has_bias_grads<Bias>::value) {
+      if (!row_grads) return;
+      const int slots = rows ? f.bias.row_slots() : f.bias.col_slots();
+      if (slots == 0) return;
+      for_threads(b, [&](int x) {  // a query (rows) or a key (columns) per thread
+        if (x >= (rows ? rows_here : cols_here)) return;
+        const std::int64_t token = start + (rows ? i0 : j0) + x;
+        double* own = (rows ? row_grads : col_grads) + (h * f.tokens + token) * slots;
+        for (int y = 0; y < (rows ? cols_here : rows_here); ++y) {
+          const int r = rows ? x : y, c = rows ? y : x;
+          const float g = storage<T>::load(t.p[r * tile + c]) * (t.s[r * tile + c] - t.d[r]);
+          if (g != 0.0f)
+            f.bias.logit_grad(h, f.position(start, i0 + r), f.position(start, j0 + c), g, rows ? own : nullptr,
+                              rows ? nullptr : own);
+        }
+      });
+    }
+  }
+
+  /// The bias parameters' gradient of head h from the partials: every token's slots, in the
+  /// call's order (one thread per head: the same sums on every run).
+  GRAPE_HOST_DEVICE void finish_bias_grads(std::int64_t h) const {
+    if constexpr (has_bias_grads<Bias>::value) {
+      const int rs = f.bias.row_slots(), cs = f.bias.col_slots();
+      for (std::int64_t s = 0; s < batch; ++s) {
+        std::int64_t start = 0, len = 0;
+        if (!f.sequence_of(s, start, len)) continue;
+        for (std::int64_t i = 0; i < len; ++i) {
+          const std::int64_t token = (h * f.tokens + start + i);
+          f.bias.collect_grad(h, f.position(start, i), row_grads + token * rs, cs ? col_grads + token * cs : nullptr,
+                              grad_bias);
+        }
+      }
+      f.bias.close_grad(h, grad_bias);
+    }
   }
 
   /// dS = P ∘ (dP − D) into t.p, from dP in t.s.
@@ -165,6 +223,8 @@ struct flash_backward_program {
         });
         output_scores(b, t);
         block_sync();
+        bias_grads(b, t, start, i0, rows_here, j0, cols_here, h, /*rows=*/false);
+        block_sync();
         score_gradient(b, t);
         block_sync();
         for_warps(b, [&](int w) {  // dK += dSᵀ·Q
@@ -212,6 +272,8 @@ struct flash_backward_program {
       probabilities(b, t, start, i0, rows_here, j0, cols_here, h);
       block_sync();
       output_scores(b, t);
+      block_sync();
+      bias_grads(b, t, start, i0, rows_here, j0, cols_here, h, /*rows=*/true);
       block_sync();
       score_gradient(b, t);
       block_sync();

@@ -97,6 +97,11 @@ struct flash_grads {
   void* grad_q = nullptr;          // [tokens, q_heads, head_dim]
   void* grad_k = nullptr;          // [tokens, k_heads, head_dim]
   void* grad_v = nullptr;          // [tokens, k_heads, v_dim]
+  double* grad_bias = nullptr;     // the bias parameters' gradient (grad_size doubles, the CPU's layout), or null
+  // Zeroed partials the bias gradient sums through (flash_backward_program.hpp): [q_heads, tokens,
+  // row_slots] and [q_heads, tokens, col_slots] doubles; the launch makes them, an emulation passes them.
+  double* row_partials = nullptr;
+  double* col_partials = nullptr;
 };
 
 /// The backward's square tile (64, 32 or 16 queries and keys) whose shared memory fits; rows 0
@@ -120,6 +125,12 @@ flash_backward_program<T, Bias> backward_program_of(const flash_operands& ops, c
   p.grad_k = static_cast<T*>(g.grad_k);
   p.grad_v = static_cast<T*>(g.grad_v);
   p.tile = plan.rows;
+  p.batch = ops.batch;
+  if (g.grad_bias) {
+    p.grad_bias = g.grad_bias;
+    p.row_grads = g.row_partials;
+    p.col_grads = g.col_partials;
+  }
   return p;
 }
 

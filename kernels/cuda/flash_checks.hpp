@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "cuda/flash_call.hpp"
@@ -75,6 +76,10 @@ inline void check_flash_bias(const flash_operands&, const alibi_scores& bias) {
   detail::require(bias.slopes != nullptr, "slopes: must not be null");
 }
 
+inline void check_flash_bias(const flash_operands&, const linear_scores& bias) {
+  detail::require(bias.coef != nullptr, "coef: must not be null");
+}
+
 inline void check_flash_bias(const flash_operands& ops, const t5_scores& bias) {
   detail::require(bias.by_distance != nullptr, "by_distance: must not be null (t5_distance_table)");
   detail::require(bias.heads == ops.q_heads,
@@ -102,6 +107,24 @@ inline void check_flash_bias(const flash_operands& ops, const gated_scores& bias
   detail::require(bias.omega != nullptr && bias.key_gate != nullptr && bias.length >= 0,
                   "omega, key_gate: must not be null");
   detail::check_gate_length(ops, bias.length);
+}
+
+/// A bias gradient asked for: the bias must have parameters, and (gated GRAPE-A, T5) the fields
+/// its layout needs.
+template <class Bias>
+void check_flash_bias_grads(const flash_operands& ops, const flash_grads& g, const Bias& bias) {
+  if (g.grad_bias == nullptr) return;
+  if constexpr (!has_bias_grads<Bias>::value) {
+    throw input_error("grad_bias: this bias has no parameters (pass null)");
+  } else {
+    if constexpr (std::is_same_v<Bias, gated_scores>)
+      detail::require(bias.heads == ops.q_heads,
+                      fmt::format("heads: the gated bias's gradient needs heads = q_heads = {} (got {})", ops.q_heads,
+                                  bias.heads));
+    if constexpr (std::is_same_v<Bias, t5_scores>)
+      detail::require(bias.buckets != nullptr && bias.num_buckets > 0,
+                      "buckets, num_buckets: T5's gradient needs the bucket table (t5_bucket_table)");
+  }
 }
 
 }  // namespace grape::cuda

@@ -26,6 +26,11 @@ __global__ void flash_keys_kernel(Program p) {
 }
 
 template <class Program>
+__global__ void flash_bias_grad_kernel(Program p) {
+  if (threadIdx.x == 0) p.finish_bias_grads(blockIdx.x);
+}
+
+template <class Program>
 __global__ void flash_queries_kernel(Program p) {
   extern __shared__ __align__(32) unsigned char smem[];
   p.run_queries(blockIdx.x, blockIdx.y, blockIdx.z, block_shape{static_cast<int>(blockDim.x)}, smem);
@@ -62,6 +67,10 @@ void launch_flash_backward(const flash_operands& ops, const flash_grads& g, cons
   const std::int64_t blocks = flash_query_blocks(ops, plan);
   launch_program(&flash_keys_kernel<program_t>, program, plan, blocks, ops.batch, ops.k_heads, stream);
   launch_program(&flash_queries_kernel<program_t>, program, plan, blocks, ops.batch, ops.q_heads, stream);
+  if (g.grad_bias) {  // one thread per head sums its partials in a fixed order
+    flash_bias_grad_kernel<<<static_cast<unsigned>(ops.q_heads), 32, 0, stream>>>(program);
+    check_cuda(cudaGetLastError(), "CUDA launch of the bias gradient");
+  }
 }
 
 // The per-dtype entries flash_launch.hpp declares, for any bias functor: the library's
@@ -107,6 +116,7 @@ void launch_flash_backward_bf16(const flash_operands& ops, const flash_grads& g,
   namespace grape::cuda::detail {                         \
   GRAPE_FLASH_INSTANCES_FOR(SUFFIX, no_scores)            \
   GRAPE_FLASH_INSTANCES_FOR(SUFFIX, alibi_scores)         \
+  GRAPE_FLASH_INSTANCES_FOR(SUFFIX, linear_scores)        \
   GRAPE_FLASH_INSTANCES_FOR(SUFFIX, t5_scores)            \
   GRAPE_FLASH_INSTANCES_FOR(SUFFIX, fox_scores)           \
   GRAPE_FLASH_INSTANCES_FOR(SUFFIX, gated_scores)         \

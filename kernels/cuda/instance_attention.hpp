@@ -19,12 +19,6 @@
 
 namespace grape::cuda {
 
-/// Whether cuda::attention takes an instance: a rotation (any representation with a view, or a
-/// composition with one), a score bias with a device form (instance_scores.hpp), or no encoding.
-/// A lift (GRAPE-A) runs in cpu::attention only, for now; its bias is ALiBi's form.
-template <class Instance>
-constexpr bool attention_lifts = requires(const Instance& i) { i.reps; };
-
 /// rotate_qk's arguments that read Q and K from the call and write them rotated into q_out and
 /// k_out (q.size and k.size elements of the storage type, the inputs' strides).
 inline cpu::rotate_qk_args rotation_into(const cpu::rotate_qk_args& qk, void* q_out, void* k_out) {

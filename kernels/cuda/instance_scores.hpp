@@ -12,6 +12,7 @@
 #include <concepts>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -68,7 +69,11 @@ template <class Place>
 t5_scores scores_of(const t5_bias& b, Place& place) {
   const std::vector<float> table(b.table.begin(), b.table.end());
   return {place(t5_distance_table(table.data(), b.num_heads, b.num_buckets, b.max_distance, b.bidirectional)),
-          b.num_heads, b.max_distance, b.bidirectional};
+          b.num_heads,
+          b.max_distance,
+          b.bidirectional,
+          place(t5_bucket_table(b.num_buckets, b.max_distance, b.bidirectional)),
+          b.num_buckets};
 }
 
 template <class Place>
@@ -78,7 +83,8 @@ fox_scores scores_of(const forget_gate_bias& b, Place& place) {
 
 template <class Place>
 gated_scores scores_of(const gated_linear_bias& b, Place& place) {
-  return {place(b.omega), place(b.key_gate), b.query_gate.empty() ? nullptr : place(b.query_gate), b.length};
+  return {place(b.omega), place(b.key_gate), b.query_gate.empty() ? nullptr : place(b.query_gate), b.length,
+          b.num_heads};
 }
 
 /// A bias of your own, through its score view; its arrays placed like the built-ins'.
@@ -96,11 +102,33 @@ auto scores_of(const B& b, Place& place) {
 template <class B>
 concept CudaScoreBias = requires(const B& b, host_placement& place) { scores_of(b, place); };
 
-/// The score functor of an encoding instance (its bias part's, a composition's included), or
-/// no_scores for an instance without a bias.
+/// A lift's (GRAPE-A's) score as its linear bias, one coefficient v_d·u_{d+1} per head: the lifts
+/// the CUDA attention takes act on the augmented channels only (u and v zero on the content's d),
+/// where q̃ᵀk̃ = q̂ᵀk̂ + (m − n)(vᵀq̂)(uᵀk̂) = qᵀk + (m − n)·v_d·u_{d+1} exactly (q̂ = [q; 1; 0],
+/// k̂ = [k; 0; 1], vᵀu = 0); another lift is refused.
+template <class Instance, class Place>
+linear_scores lift_scores(const Instance& inst, Place& place) {
+  const int d = inst.content_dim();
+  std::vector<float> coef;
+  for (std::size_t h = 0; h < inst.reps.size(); ++h) {
+    const auto view = inst.reps[h].view();
+    if (view.size != d + 2) throw input_error("reps: a lift of dim head_dim + 2 per head is expected");
+    for (int c = 0; c < d; ++c)
+      if (view.u[c] != 0.0 || view.v[c] != 0.0)
+        throw input_error("reps[" + std::to_string(h) +
+                          "]: a lift that acts on the content channels is not on CUDA yet (cpu::attention takes it)");
+    coef.push_back(static_cast<float>(view.v[d] * view.u[d + 1]));
+  }
+  return {place(std::move(coef))};
+}
+
+/// The score functor of an encoding instance (its bias part's, a composition's included, a lift's
+/// linear bias), or no_scores for an instance without a bias.
 template <class Instance, class Place>
 auto instance_scores(const Instance& inst, Place& place) {
-  if constexpr (std::is_same_v<decltype(cpu::detail::bias_part(inst)), const void*>) {
+  if constexpr (requires { inst.reps; }) {
+    return lift_scores(inst, place);
+  } else if constexpr (std::is_same_v<decltype(cpu::detail::bias_part(inst)), const void*>) {
     return no_scores{};
   } else {
     using bias_type = std::remove_cvref_t<decltype(*cpu::detail::bias_part(inst))>;

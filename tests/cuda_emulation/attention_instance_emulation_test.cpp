@@ -57,8 +57,9 @@ void emulate_cuda_attention(attention_call<I, T>& c) {
 }
 
 /// The host steps of cuda::attention_backward after cpu::attention's forward (its out and lse):
-/// the rotation again, the flash backward into the rotated operands' gradients, the rotation's
-/// transpose; against cpu::attention_backward, the largest difference over the largest gradient.
+/// the rotation again, the flash backward into the rotated operands' gradients (and the bias
+/// parameters' gradient through its partials), the rotation's transpose; against
+/// cpu::attention_backward, the largest difference over the largest entry of each gradient.
 template <class I>
 double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
   cpu::attention(c.inst, c.args);
@@ -66,7 +67,20 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
   std::vector<float> dout(c.out.size());
   for (auto& x : dout) x = g(rng);
   std::vector<float> want_dq(c.q.size()), want_dk(c.k.size()), want_dv(c.v.size());
-  cpu::attention_backward(c.inst, c.args, {dout.data(), want_dq.data(), want_dk.data(), want_dv.data()});
+  cuda::host_placement place;
+  const auto scores = cuda::instance_scores(c.inst, place);
+  using scores_type = std::remove_cvref_t<decltype(scores)>;
+  constexpr bool bias_grads = cuda::has_bias_grads<scores_type>::value;
+  std::vector<double> want_grad_bias, grad_bias, rows, cols;
+  if constexpr (bias_grads) {
+    want_grad_bias.assign(cpu::detail::bias_part(c.inst)->parameter_count(), 0.0);
+    grad_bias.assign(static_cast<std::size_t>(scores.grad_size(static_cast<int>(c.heads))), 0.0);
+    rows.assign(static_cast<std::size_t>(scores.row_slots() * c.heads * c.total), 0.0);
+    cols.assign(static_cast<std::size_t>(scores.col_slots() * c.heads * c.total), 0.0);
+  }
+  cpu::attention_backward(c.inst, c.args,
+                          {dout.data(), want_dq.data(), want_dk.data(), want_dv.data(),
+                           bias_grads ? want_grad_bias.data() : nullptr});
 
   cpu::attention_args a = c.args;
   if (a.qk.cu_seqlens) a.qk.seq_len = *std::max_element(c.len.begin(), c.len.end());
@@ -74,8 +88,6 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
   std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
   constexpr bool rotates = requires { rotation_part(c.inst).rep; };
   if constexpr (rotates) cpu::rotate_qk(rotation_part(c.inst), cuda::rotation_into(a.qk, q_rot.data(), k_rot.data()));
-  cuda::host_placement place;
-  const auto scores = cuda::instance_scores(c.inst, place);
   std::vector<std::int64_t> positions;
   if (!decltype(scores)::none && cuda::has_bias_positions(a.qk))
     for (std::int64_t t = 0; t < c.total; ++t) positions.push_back(cuda::position_source_of(a.qk).at(t));
@@ -83,24 +95,30 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
   const cuda::flash_operands ops =
       cuda::attention_operands(a, rotates ? q_rot.data() : a.qk.q.in, rotates ? k_rot.data() : a.qk.k.in,
                                positions.empty() ? nullptr : positions.data(), c.d, c.total, &error);
-  const cuda::flash_grads fg{dout.data(), rotates ? dq_rot.data() : dq.data(), rotates ? dk_rot.data() : dk.data(),
-                             dv.data()};
+  const cuda::flash_grads fg{dout.data(),
+                             rotates ? dq_rot.data() : dq.data(),
+                             rotates ? dk_rot.data() : dk.data(),
+                             dv.data(),
+                             bias_grads ? grad_bias.data() : nullptr,
+                             rows.data(),
+                             cols.empty() ? nullptr : cols.data()};
   const cuda::flash_plan plan = cuda::plan_flash_backward(ops, 150 * 1024);
   flash_test::emulate_backward<float>(ops, fg, plan, scores);
   if constexpr (rotates)
     cpu::rotate_qk_backward(rotation_part(c.inst),
                             cuda::rotation_back(a.qk, dq_rot.data(), dk_rot.data(), dq.data(), dk.data(), c.total, c.d));
   RC_ASSERT(error == 0);
-  double worst = 0;
-  for (const auto& [got, want] : {std::pair{&dq, &want_dq}, {&dk, &want_dk}, {&dv, &want_dv}}) {
+  const auto relative = [](const auto& got, const auto& want) {
     double diff = 0, scale = 1e-30;
-    for (std::size_t e = 0; e < got->size(); ++e) {
-      diff = std::max(diff, static_cast<double>(std::abs((*got)[e] - (*want)[e])));
-      scale = std::max(scale, static_cast<double>(std::abs((*want)[e])));
+    for (std::size_t e = 0; e < got.size(); ++e) {
+      diff = std::max(diff, std::abs(static_cast<double>(got[e]) - static_cast<double>(want[e])));
+      scale = std::max(scale, std::abs(static_cast<double>(want[e])));
     }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
+    return diff / scale;
+  };
+  RC_ASSERT(grad_bias.size() == want_grad_bias.size());
+  return std::max({relative(dq, want_dq), relative(dk, want_dk), relative(dv, want_dv),
+                   bias_grads ? relative(grad_bias, want_grad_bias) : 0.0});
 }
 
 /// A random instance of E whose head_dim the flash tiles take (a multiple of 16).
@@ -141,6 +159,7 @@ TEST(AttentionInstanceEmulation, ScoreBiasesAndCompositionsMatchTheDenseReferenc
   property("grape_a_key_gated", 79, 10, [](std::uint64_t s) { matches_reference<grape_a_key_gated>(s, 0); });
   property("grape_a_qk_gated", 80, 10, [](std::uint64_t s) { matches_reference<grape_a_qk_gated>(s, 0); });
   property("rope_alibi", 81, 10, [](std::uint64_t s) { matches_reference<rope_alibi>(s, 5000); });
+  property("grape_a (lift)", 94, 10, [](std::uint64_t s) { matches_reference<grape_a>(s, 200); });
 }
 
 TEST(AttentionInstanceEmulation, TheTutorialsEncodingsNeedNoNewCode) {
@@ -164,6 +183,11 @@ TEST(AttentionInstanceEmulation, BackwardMatchesTheCpuBackward) {
   property("rope", 85, 6, [](std::uint64_t s) { backward_matches_the_cpu<rope>(s, 1000); });
   property("rope_alibi", 86, 6, [](std::uint64_t s) { backward_matches_the_cpu<rope_alibi>(s, 5000); });
   property("fox", 87, 6, [](std::uint64_t s) { backward_matches_the_cpu<fox>(s, 0); });
+  property("alibi", 90, 6, [](std::uint64_t s) { backward_matches_the_cpu<alibi>(s, 100000); });
+  property("t5", 91, 6, [](std::uint64_t s) { backward_matches_the_cpu<t5_buckets>(s, 0); });
+  property("grape_a_key_gated", 92, 6, [](std::uint64_t s) { backward_matches_the_cpu<grape_a_key_gated>(s, 0); });
+  property("grape_a_qk_gated", 93, 6, [](std::uint64_t s) { backward_matches_the_cpu<grape_a_qk_gated>(s, 0); });
+  property("grape_a (lift)", 95, 6, [](std::uint64_t s) { backward_matches_the_cpu<grape_a>(s, 200); });
   property("log_distance", 88, 6, [](std::uint64_t s) { backward_matches_the_cpu<log_distance>(s, 0); });
   property("quaternion_rope", 89, 6, [](std::uint64_t s) { backward_matches_the_cpu<quaternion_rope<>>(s, 1000); });
 }
@@ -186,6 +210,17 @@ TEST(AttentionInstanceEmulation, PositionsOfPackedAndPaddedCalls) {
   qk.position_ids = ids.data();
   qk.position_type = cpu::index_type::i32;
   EXPECT_EQ(cuda::position_source_of(qk).at(1), 9);
+}
+
+TEST(AttentionInstanceEmulation, ALiftOnTheContentChannelsIsRefused) {
+  auto inst = grape_a::make(grape_a::default_params());
+  const int d = inst.content_dim();
+  std::vector<double> u(d + 2, 0.0), v(d + 2, 0.0);
+  u[0] = 1.0;  // vᵀu = 0 still, but the lift now mixes a content channel into the bias
+  v[d] = 1.0;
+  inst.reps[0] = unipotent_lift(u, v);
+  cuda::host_placement place;
+  EXPECT_THROW(cuda::instance_scores(inst, place), input_error);
 }
 
 TEST(AttentionInstanceEmulation, BadCallsAreRefusedBeforeAnyLaunch) {

@@ -263,6 +263,7 @@ void emulate_backward(const cuda::flash_operands& ops, const cuda::flash_grads& 
                       const Bias& bias) {
   cuda::check_flash_backward(ops, g);
   cuda::check_flash_bias(ops, bias);
+  cuda::check_flash_bias_grads(ops, g, bias);
   const auto program = cuda::backward_program_of<T>(ops, g, plan, bias);
   std::vector<double> smem_storage(plan.smem_bytes / sizeof(double) + 1);
   auto* smem = reinterpret_cast<unsigned char*>(smem_storage.data());
@@ -274,6 +275,8 @@ void emulate_backward(const cuda::flash_operands& ops, const cuda::flash_grads& 
   for (std::int64_t h = 0; h < ops.q_heads; ++h)
     for (std::int64_t b = 0; b < ops.batch; ++b)
       for (std::int64_t x = 0; x < blocks; ++x) program.run_queries(x, b, h, block, smem);
+  if (g.grad_bias)
+    for (std::int64_t h = 0; h < ops.q_heads; ++h) program.finish_bias_grads(h);
 }
 
 template <class T>

@@ -1,7 +1,8 @@
 // The GPU check's part for cuda::attention(device_attention(instance), args)
 // (kernels/cuda/attention_instance.hpp) against cpu::attention(instance, args) on the same random
 // call: built-in rotations and biases (RoPE, RoPE + ALiBi, FoX with per-sequence offsets) and the
-// tutorial's own encodings (a score view, a representation's view), f32 and bf16, padded batches.
+// tutorial's own encodings (a score view, a representation's view), f32 and bf16, padded batches;
+// the backward too, with the bias parameters' gradient (ALiBi's slopes, FoX's gates).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -86,11 +87,21 @@ std::vector<row> compare(const char* name, grape::cpu::dtype type, const Instanc
   if (backward) {  // from the CPU forward's output and log-sum-exp, now on the device
     std::vector<T> dout_host(want.size()), want_dq(q.size()), want_dk(k.size()), want_dv(v.size());
     for (auto& x : dout_host) x = T(g(rng));
-    grape::cpu::attention_backward(inst, a, {dout_host.data(), want_dq.data(), want_dk.data(), want_dv.data()});
+    std::vector<double> want_grad_bias;  // the bias parameters' gradient, where the bias has one
+    if constexpr (requires { grape::cpu::detail::bias_part(inst)->parameter_count(); })
+      want_grad_bias.assign(grape::cpu::detail::bias_part(inst)->parameter_count(), 0.0);
+    grape::cpu::attention_backward(inst, a,
+                                   {dout_host.data(), want_dq.data(), want_dk.data(), want_dv.data(),
+                                    want_grad_bias.empty() ? nullptr : want_grad_bias.data()});
     CHECK(cudaMemcpy(dout, want.data(), want.size() * sizeof(T), cudaMemcpyHostToDevice));
     T *dgrad_out = to_device(dout_host), *ddq = to_device(want_dq), *ddk = to_device(want_dk), *ddv = to_device(want_dv);
-    grape::cuda::attention_backward(enc, da, {dgrad_out, ddq, ddk, ddv}, tokens, dflag, nullptr);
+    double* dgrad_bias = want_grad_bias.empty() ? nullptr : to_device(want_grad_bias);
+    grape::cuda::attention_backward(enc, da, {dgrad_out, ddq, ddk, ddv, dgrad_bias}, tokens, dflag, nullptr);
     CHECK(cudaDeviceSynchronize());
+    std::vector<double> grad_bias(want_grad_bias.size());
+    if (dgrad_bias)
+      CHECK(cudaMemcpy(grad_bias.data(), dgrad_bias, grad_bias.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    cudaFree(dgrad_bias);
     std::vector<T> dq_got(q.size()), dk_got(k.size()), dv_got(v.size());
     CHECK(cudaMemcpy(dq_got.data(), ddq, q.size() * sizeof(T), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(dk_got.data(), ddk, k.size() * sizeof(T), cudaMemcpyDeviceToHost));
@@ -100,7 +111,7 @@ std::vector<row> compare(const char* name, grape::cpu::dtype type, const Instanc
     std::snprintf(b.name, sizeof b.name, "%s backward", name);
     b.max_error = flag ? 1e30
                        : std::max({relative_error(dq_got, want_dq), relative_error(dk_got, want_dk),
-                                   relative_error(dv_got, want_dv)});
+                                   relative_error(dv_got, want_dv), relative_error(grad_bias, want_grad_bias)});
     b.tolerance = type == grape::cpu::dtype::f32 ? 1e-4 : 3e-2;
     rows.push_back(b);
     for (void* p : {static_cast<void*>(dgrad_out), static_cast<void*>(ddq), static_cast<void*>(ddk),
@@ -132,7 +143,7 @@ std::vector<row> attention_instance_rows() {
   add(compare<float>("instance rope f32", dtype::f32, rope, 8, 2, true));
   add(compare<Eigen::bfloat16>("instance rope bf16", dtype::bf16, rope, 8, 2));
   add(compare<float>("instance rope+alibi f32", dtype::f32, rope_alibi, 8, 4, true));
-  add(compare<float>("instance fox offsets f32", dtype::f32, fox, 8, 8));
+  add(compare<float>("instance fox offsets f32", dtype::f32, fox, 8, 8, true));
   add(compare<float>("instance log_distance (view) f32", dtype::f32, log, 8, 8, true));
   add(compare<Eigen::bfloat16>("instance log_distance bf16", dtype::bf16, log, 8, 8));
   add(compare<float>("instance quaternion (view) f32", dtype::f32, quaternion, 8, 8, true));
