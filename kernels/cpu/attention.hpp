@@ -6,7 +6,8 @@
 // computed flash-style (cpu/flash_loop.hpp): key tiles of 64 against 64 queries (256 unmasked), online softmax,
 // float32 accumulation, never a T×T buffer. The encoding is the instance: a rotation (RoPE and
 // every rotate_qk type, through cpu::rotate_qk on Q once and on K once), a lift (GRAPE-A, through
-// cpu::lift_qk: head_dim + 2 channels whose dot product carries the bias), a score bias (ALiBi,
+// cpu::lift_qk: head_dim + 2 channels whose dot product carries the bias), a rotation by per-token
+// phases (contextual GRAPE-M, through cpu::grape_m_rotate_qk), a score bias (ALiBi,
 // T5, FoX, or a user's: bias(h, m, n) added per tile element) or a composition (RoPE + ALiBi).
 // Tokens, batches (padded or varlen cu_seqlens), positions (ids or offsets) and storage types are
 // rotate_qk's (args.qk); V has the tokens of K. GQA: Q heads are a multiple of K's and V's.
@@ -25,6 +26,7 @@
 #include "cpu/encode_qk.hpp"
 #include "cpu/flash_loop.hpp"
 #include "cpu/lift_qk.hpp"
+#include "cpu/phase_attention.hpp"
 #include "cpu/rotate_qk.hpp"
 #include "cpu/storage_dispatch.hpp"
 #include "grape/check/kernel_call.hpp"
@@ -175,6 +177,10 @@ void attention(const Instance& inst, const attention_args& a) {
   } else {
     if constexpr (requires { rotation_part(inst).rep; })
       rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d));
+    if constexpr (rotates_by_phase<Instance>) {  // each token turned by its phase (contextual GRAPE-M)
+      const detail::phase_call p = detail::phase_call_of(inst, detail::positions_of(a.qk, s), a.qk.q.heads, a.qk.k.heads);
+      grape_m_rotate_qk(p.spec, detail::without_positions(detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d)));
+    }
     detail::run_flash(a, s, in.q, in.k, a.qk.k.heads, d, in.v, in.v_dim, in);
   }
 }

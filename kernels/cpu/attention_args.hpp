@@ -43,13 +43,20 @@ const auto* bias_part(const I& inst) {
 
 }  // namespace detail
 
-/// Instances cpu::attention applies inside the score: a rotation (or a composition with one), a
-/// lift, a score bias, or no_encoding. An add_embedding encoding acts on the input, before the
+/// A rotation by per-token real phases (rotate_by_phase: contextual GRAPE-M).
+template <class Instance>
+constexpr bool rotates_by_phase = requires(const Instance& i) {
+  i.phase(0, 0);
+  i.freq_rows;
+};
+
+/// Instances cpu::attention applies inside the score: a rotation (or a composition with one, or a
+/// rotation by per-token phases), a lift, a score bias, or no_encoding. An add_embedding encoding acts on the input, before the
 /// projections, so it has no place here.
 template <class Instance>
 constexpr bool attention_takes =
     std::is_same_v<Instance, no_encoding> || requires(const Instance& i) { i.reps; } ||
-    requires(const Instance& i) { rotation_part(i).rep; } ||
+    requires(const Instance& i) { rotation_part(i).rep; } || rotates_by_phase<Instance> ||
     !std::is_same_v<decltype(detail::bias_part(std::declval<const Instance&>())), const void*>;
 
 }  // namespace grape::cpu

@@ -139,7 +139,15 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
     std::vector<float> q_in, k_in;  // the rotation's inputs, for its frequency gradient
     if (g.grad_inv_freq) q_in = q, k_in = k;
     if constexpr (is_rotation) rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, q.data(), k.data(), d));
+    std::optional<detail::phase_call> phases;  // contextual GRAPE-M: the same rotation, then its transpose
+    if constexpr (rotates_by_phase<Instance>) {
+      phases = detail::phase_call_of(inst, detail::positions_of(a.qk, s), a.qk.q.heads, a.qk.k.heads);
+      grape_m_rotate_qk(phases->spec, detail::without_positions(detail::contiguous_f32(a.qk, q.data(), k.data(), d)));
+    }
     run(q, k, a.qk.k.heads, d, dq, dk, dv);
+    if (phases)
+      grape_m_rotate_qk_backward(phases->spec,
+                                 detail::without_positions(detail::contiguous_f32(a.qk, dq.data(), dk.data(), d)));
     if (g.grad_inv_freq)
       rotate_qk_inv_freq_grad(*planes, detail::contiguous_f32(a.qk, q_in.data(), k_in.data(), d), dq.data(),
                               dk.data(), g.grad_inv_freq);

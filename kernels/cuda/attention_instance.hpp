@@ -167,6 +167,9 @@ class device_attention {
   static_assert(cpu::attention_takes<Instance>,
                 "grape: cuda::attention takes a rotate_qk or score_bias encoding (or a composition); an add_embedding "
                 "encoding is added to the input before attention");
+  static_assert(!cpu::rotates_by_phase<Instance>,
+                "grape: cuda::attention does not take a rotation by per-token phases (contextual GRAPE-M) yet: rotate "
+                "with cuda::grape_m_rotate_qk and call cuda::flash_attention");
   static constexpr bool rotates = requires(const Instance& i) { rotation_part(i).rep; };
 
  public:

@@ -34,6 +34,7 @@ TEST(AttentionBackward, QKVGradientsMatchCentralDifferences) {
   property("grape_a", 66, 8, [](std::uint64_t s) { encoding_qkv_gradients<grape_a>(s, 50); });
   property("rope_alibi", 67, 8, [](std::uint64_t s) { encoding_qkv_gradients<rope_alibi>(s, 500); });
   property("grape_m", 68, 6, [](std::uint64_t s) { encoding_qkv_gradients<grape_m>(s, 100); });
+  property("grape_m_contextual", 58, 6, [](std::uint64_t s) { encoding_qkv_gradients<grape_m_contextual>(s, 0); });
   // Narrow windows across the 64-token tiles: a tile pair with one visible corner must not be skipped.
   property("window at the tile edges", 69, 12, [](std::uint64_t s) {
     std::mt19937_64 rng(s);

@@ -64,6 +64,9 @@ TEST(Attention, LiftsAndCompositionsMatchTheDenseReference) {
   property("grape_a", 47, 15, [](std::uint64_t s) { matches_reference<grape_a, float>(s, 200); });
   property("rope_alibi", 48, 15, [](std::uint64_t s) { matches_reference<rope_alibi, float>(s, 5000); });
   property("grape_m", 49, 10, [](std::uint64_t s) { matches_reference<grape_m, float>(s, 300); });
+  property("grape_m_contextual", 56, 10, [](std::uint64_t s) { matches_reference<grape_m_contextual, float>(s, 0); });
+  property("grape_m_contextual bf16", 57, 5,
+           [](std::uint64_t s) { matches_reference<grape_m_contextual, Eigen::bfloat16>(s, 0); });
 }
 
 /// Moving every position by t (up to max_shift) leaves the output of a relative encoding

@@ -18,11 +18,19 @@
 
 namespace grape {
 
-/// Query heads an encoding instance fixes (a bias or a lift per head), or 0: any.
+/// Query heads an encoding instance fixes (a bias or a lift per head, a phase rotation's rows), or
+/// 0: any.
 template <class I>
 std::int64_t encoding_heads(const I& inst) {
-  if constexpr (requires { inst.bias; } || requires { inst.reps; }) return inst.heads();
+  if constexpr (requires { inst.bias; } || requires { inst.reps; } || cpu::rotates_by_phase<I>) return inst.heads();
   else return 0;
+}
+
+/// Whether the instance turns each K head its own way, so that K heads must match Q heads.
+template <class I>
+bool pairs_heads(const I& inst) {
+  if constexpr (cpu::rotates_by_phase<I>) return inst.per_head();
+  else return false;
 }
 
 /// The kernel's output against the float64 reference: the worst error, and what the float32
@@ -50,7 +58,7 @@ struct attention_call {
     const auto pick = [&](std::int64_t lo, std::int64_t hi) { return lo + u(rng) % (hi - lo + 1); };
     heads = encoding_heads > 0 ? encoding_heads : pick(1, 4) * 2;
     kv_heads = heads;
-    for (std::int64_t g = pick(1, 4); g > 0; --g)
+    for (std::int64_t g = pick(1, 4); g > 0 && !pairs_heads(inst); --g)
       if (heads % g == 0) {
         kv_heads = heads / g;
         break;
@@ -199,6 +207,8 @@ struct attention_call {
             key ? rep.apply_key(m, in.data(), y) : rep.apply(m, in.data(), y);
           } else if constexpr (requires { rotation_part(inst).rep; }) {
             rotation_part(inst).encode(key, m, in.data(), y);
+          } else if constexpr (cpu::rotates_by_phase<I>) {
+            inst.encode(static_cast<int>(h), inst.phase(static_cast<int>(h), m[0]), in.data(), y);
           } else {
             std::copy(in.begin(), in.end(), y);
           }

@@ -39,18 +39,27 @@ struct phase_rotation {
     return phases[(phase_rows == 1 ? 0 : h) * length + token];
   }
 
+  /// Whether Q and K heads must pair one to one: a row of θ or Φ per head turns each head its
+  /// own way, so a K head cannot serve a group of query heads (no GQA).
+  bool per_head() const { return freq_rows > 1 || phase_rows > 1; }
+
+  /// x turned by phase φ with head h's frequencies, in float64 (half-split planes).
+  void encode(int h, double phi, const double* x, double* y) const {
+    const int half = planes();
+    for (int j = 0; j < half; ++j) {
+      const double a = phi * theta(h, j);
+      y[j] = x[j] * std::cos(a) - x[j + half] * std::sin(a);
+      y[j + half] = x[j + half] * std::cos(a) + x[j] * std::sin(a);
+    }
+  }
+
   /// The logit with explicit phases: each side turned by its own phase, in float64.
   double score_at_phases(int h, const double* q, const double* k, double phi_m, double phi_n) const {
-    const int half = planes();
+    std::vector<double> qr(head_dim), kr(head_dim);
+    encode(h, phi_m, q, qr.data());
+    encode(h, phi_n, k, kr.data());
     double s = 0;
-    for (int j = 0; j < half; ++j) {
-      const double a = phi_m * theta(h, j), b = phi_n * theta(h, j);
-      const double q0 = q[j] * std::cos(a) - q[j + half] * std::sin(a);
-      const double q1 = q[j + half] * std::cos(a) + q[j] * std::sin(a);
-      const double k0 = k[j] * std::cos(b) - k[j + half] * std::sin(b);
-      const double k1 = k[j + half] * std::cos(b) + k[j] * std::sin(b);
-      s += q0 * k0 + q1 * k1;
-    }
+    for (int c = 0; c < head_dim; ++c) s += qr[c] * kr[c];
     return s;
   }
 
