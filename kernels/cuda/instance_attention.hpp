@@ -91,6 +91,7 @@ inline flash_operands attention_operands(const cpu::attention_args& a, const voi
     detail::require(total_tokens == qk.batch * qk.seq_len,
                     fmt::format("total_tokens: must be batch·seq_len = {} (got {})", qk.batch * qk.seq_len,
                                 total_tokens));
+  detail::require(!qk.qk_norm && !qk.kv_cache && !qk.cache, "qk.qk_norm, qk.kv_cache, qk.cache: must be null");
   detail::require(qk.q.in != nullptr && qk.k.in != nullptr && a.v.in != nullptr, "q.in, k.in, v.in: must not be null");
   detail::require(a.out != nullptr, "out: must not be null");
   detail::check_attention_operand(qk.q, qk, total_tokens, head_dim, "q");

@@ -240,6 +240,11 @@ TEST(AttentionInstanceEmulation, BadCallsAreRefusedBeforeAnyLaunch) {
   EXPECT_THROW(cuda::attention_operands(a, a.qk.q.in, a.qk.k.in, nullptr, c.d, c.total, &error), input_error);
   a = c.args;
   if (a.qk.cu_seqlens) a.qk.seq_len = *std::max_element(c.len.begin(), c.len.end());
+  const cpu::rotate_qk_args qk = a.qk;
+  const cpu::qk_rms_norm norm;
+  a.qk.qk_norm = &norm;  // the fused QK-norm is rotate_qk's, not the attention's
+  EXPECT_THROW(cuda::attention_operands(a, a.qk.q.in, a.qk.k.in, nullptr, c.d, c.total, &error), input_error);
+  a.qk = qk;
   a.qk.q.size -= 1;  // one element short
   EXPECT_THROW(cuda::attention_operands(a, a.qk.q.in, a.qk.k.in, nullptr, c.d, c.total, &error), input_error);
 }
