@@ -8,9 +8,12 @@
 // T×T buffer. The encoded operands' gradients go back through the encoding: a rotation's inverse
 // (cpu::rotate_qk_backward), a lift's transpose (cpu::lift_qk_backward, K's summed over its query
 // heads), the scale. Parameter gradients, accumulated in double: a score bias that gives one
-// (BiasWithGradient: ALiBi's slopes, T5's table, FoX's log forget gates, or a user's) into
-// grads.grad_bias; rotation planes' frequencies dL/dθ_i into grads.grad_inv_freq. The arguments
-// are the forward's; bad ones throw grape::input_error before anything is written.
+// (BiasWithGradient: ALiBi's slopes, T5's table, FoX's log forget gates, or a user's; or
+// BiasWithRowGradient: GRAPE-AP's projections) into grads.grad_bias; rotation planes' frequencies
+// dL/dθ_i into grads.grad_inv_freq; for a rotation by per-token phases (contextual GRAPE-M) its
+// frequencies dL/dθ [freq_rows, planes] into grad_inv_freq and its phases dL/dΦ [phase_rows,
+// length] into grad_phases (a phase read by several tokens gets the sum). The arguments are the
+// forward's; bad ones throw grape::input_error before anything is written.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,7 +33,9 @@ struct attention_grad_args {
   void* grad_k = nullptr;           // dL/dK: [total_tokens, k_heads, head_dim]
   void* grad_v = nullptr;           // dL/dV: [total_tokens, v_heads, v_dim]
   double* grad_bias = nullptr;      // the score bias's parameter_count() values, or null
-  double* grad_inv_freq = nullptr;  // rotation planes: rotary_dim / 2 values dL/dθ_i, or null
+  double* grad_inv_freq = nullptr;  // rotation planes: rotary_dim / 2 values dL/dθ_i (phase rotation:
+                                    // [freq_rows, planes]), or null
+  double* grad_phases = nullptr;    // phase rotation: dL/dΦ [phase_rows, length], or null
 };
 
 namespace detail {
@@ -41,13 +46,17 @@ void check_attention_backward(const attention_args& a, const attention_grad_args
 /// A contiguous [count] array of storage type `type` as float32.
 std::vector<float> to_float(dtype type, const void* x, std::size_t count);
 
-/// Whether the bias a pointer from bias_part points to gives a parameter gradient.
+/// Whether the bias a pointer from bias_part points to gives a parameter gradient (per logit or per row).
 template <class P>
 struct gives_gradient : std::false_type {};
 template <class B>
-struct gives_gradient<const B*> : std::bool_constant<BiasWithGradient<B>> {};
+struct gives_gradient<const B*> : std::bool_constant<BiasWithGradient<B> || BiasWithRowGradient<B>> {};
 template <>
 struct gives_gradient<const void*> : std::false_type {};
+template <class P>
+struct gives_row_gradient : std::false_type {};
+template <class B>
+struct gives_row_gradient<const B*> : std::bool_constant<BiasWithRowGradient<B>> {};
 
 /// The frequency table of a rotation whose planes each follow one axis, or nothing.
 template <class R, layout_kind Q, layout_kind K>
@@ -70,6 +79,7 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
   const auto& v = in.v;
   [[maybe_unused]] const auto* bias = in.bias;
   constexpr bool bias_gradient = detail::gives_gradient<decltype(in.bias)>::value;
+  constexpr bool row_gradient = detail::gives_row_gradient<decltype(in.bias)>::value;
   constexpr bool is_lift = requires { inst.reps; };
   constexpr bool is_rotation = requires { rotation_part(inst).rep; };
   std::size_t accumulator_size = 0;
@@ -80,8 +90,10 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
     throw input_error("grad_bias: this encoding's bias gives no parameter gradient (BiasWithGradient)");
   std::optional<rotary_spec> planes;
   if constexpr (is_rotation) planes = detail::plane_spec_of(rotation_part(inst));
-  if (g.grad_inv_freq && !planes)
+  if (g.grad_inv_freq && !planes && !rotates_by_phase<Instance>)
     throw input_error("grad_inv_freq: only a rotation whose planes each follow one position axis has frequencies");
+  if (g.grad_phases && !rotates_by_phase<Instance>)
+    throw input_error("grad_phases: only a rotation by per-token phases (rotate_by_phase) has phases");
 
   const float scale = in.scale;
   const std::int64_t heads = a.qk.q.heads;
@@ -107,17 +119,28 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
       const detail::flash_gradients grads{dout.data() + f * heads * v_dim, delta.data() + f * heads,
                                           dq.data() + f * heads * qk_dim, dk.data() + f * k_heads * qk_dim,
                                           dv.data() + f * a.v.heads * v_dim};
-      const auto accumulate = [&](int thread, std::int64_t h, std::int64_t i, std::int64_t j, float ds) {
-        if constexpr (bias_gradient)
+      const auto per_logit = [&](int thread, std::int64_t h, std::int64_t i, std::int64_t j, float ds) {
+        if constexpr (bias_gradient && !row_gradient)
           bias->accumulate_grad(static_cast<int>(h), std::array<std::int64_t, 1>{in.pos[f + i]},
                                 std::array<std::int64_t, 1>{in.pos[f + j]}, ds, accumulators[thread].data());
       };
-      const auto* wanted = accumulator_size ? &accumulate : nullptr;
-      if constexpr (detail::attention_inputs<Instance>::has_bias)
-        detail::flash_sequence_backward(seq, grads, detail::sequence_bias<detail::attention_inputs<Instance>>{in, f}, wanted,
-                                        a.qk.threads);
+      const detail::whole_rows per_row{[&](int thread, std::int64_t h, std::int64_t i, const float* ds, std::int64_t len) {
+        if constexpr (row_gradient)
+          bias->accumulate_row_grad(static_cast<int>(h), in.pos[f + i], in.pos.data() + f, ds, len,
+                                    accumulators[thread].data());
+      }};
+      const auto backward = [&](const auto& accumulate) {
+        const auto* wanted = accumulator_size ? &accumulate : nullptr;
+        if constexpr (detail::attention_inputs<Instance>::has_bias)
+          detail::flash_sequence_backward(seq, grads, detail::sequence_bias<detail::attention_inputs<Instance>>{in, f},
+                                          wanted, a.qk.threads);
+        else
+          detail::flash_sequence_backward(seq, grads, detail::no_bias{}, wanted, a.qk.threads);
+      };
+      if constexpr (row_gradient)
+        backward(per_row);
       else
-        detail::flash_sequence_backward(seq, grads, detail::no_bias{}, wanted, a.qk.threads);
+        backward(per_logit);
     }
   };
 
@@ -136,8 +159,8 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
     back.q.in = back.k.in = nullptr;
     lift_qk_backward(inst, back, tensor(dql), tensor(dkl));
   } else {
-    std::vector<float> q_in, k_in;  // the rotation's inputs, for its frequency gradient
-    if (g.grad_inv_freq) q_in = q, k_in = k;
+    std::vector<float> q_in, k_in;  // the rotation's inputs, for its parameters' gradients
+    if (g.grad_inv_freq || g.grad_phases) q_in = q, k_in = k;
     if constexpr (is_rotation) rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, q.data(), k.data(), d));
     std::optional<detail::phase_call> phases;  // contextual GRAPE-M: the same rotation, then its transpose
     if constexpr (rotates_by_phase<Instance>) {
@@ -145,12 +168,17 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
       grape_m_rotate_qk(phases->spec, detail::without_positions(detail::contiguous_f32(a.qk, q.data(), k.data(), d)));
     }
     run(q, k, a.qk.k.heads, d, dq, dk, dv);
-    if (phases)
+    if constexpr (rotates_by_phase<Instance>) {
+      if (g.grad_inv_freq || g.grad_phases)
+        detail::phase_param_grads(inst, *phases, s.first,
+                                  detail::without_positions(detail::contiguous_f32(a.qk, q_in.data(), k_in.data(), d)),
+                                  dq.data(), dk.data(), g.grad_inv_freq, g.grad_phases);
       grape_m_rotate_qk_backward(phases->spec,
                                  detail::without_positions(detail::contiguous_f32(a.qk, dq.data(), dk.data(), d)));
-    if (g.grad_inv_freq)
+    } else if (g.grad_inv_freq) {
       rotate_qk_inv_freq_grad(*planes, detail::contiguous_f32(a.qk, q_in.data(), k_in.data(), d), dq.data(),
                               dk.data(), g.grad_inv_freq);
+    }
     if constexpr (is_rotation)
       rotate_qk_backward(rotation_part(inst), detail::contiguous_f32(a.qk, dq.data(), dk.data(), d));
   }

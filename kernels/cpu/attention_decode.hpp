@@ -9,7 +9,8 @@
 // block_table[b][0..]: token j sits in slot j % block_size of block block_table[b][j / block_size]
 // and has position j; the query has position q_positions[b] (default seq_lens[b] − 1, the token
 // just written) and sees every cached token (and, with a window w, those less than w before it).
-// The encoding: a rotation turns the query at its position (K is already turned in the cache),
+// The encoding: a rotation turns the query at its position (K is already turned in the cache;
+// contextual GRAPE-M turns it by the phase its position reads, a row per head refusing GQA),
 // a score bias adds bias(h, query position, j), a composition both; a lift (GRAPE-A) would need
 // lifted keys in the cache and is refused at compile time. Float32 arithmetic whatever the
 // storage. Work items are (sequence, ~1024 cached tokens): each reads its pages in one sweep, all
@@ -149,6 +150,16 @@ void attention_decode(const Instance& inst, const decode_args& a) {
     r.position_ids = q_pos.data();
     r.threads = a.threads;
     rotate_qk(rotation_part(inst), r);
+  }
+  if constexpr (rotates_by_phase<Instance>) {  // the query turned by the phase at its position
+    const detail::phase_call p = detail::phase_call_of(inst, q_pos, a.q_heads, a.kv_heads);
+    rotate_qk_args r;
+    r.type = dtype::f32;
+    r.q = {q.data(), q.data(), a.q_heads, static_cast<std::int64_t>(q.size()), a.q_heads * d, a.q_heads * d, d};
+    r.batch = a.batch;
+    r.seq_len = 1;
+    r.threads = a.threads;
+    grape_m_rotate_qk(p.spec, r);
   }
   const auto add_bias = [&] {
     if constexpr (has_bias)

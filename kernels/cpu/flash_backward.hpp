@@ -127,8 +127,20 @@ void backward_query_block(const flash_sequence& s, const flash_gradients& g, std
   }
 }
 
+/// An accumulator that takes a query's whole row of logit gradients at once:
+/// row(thread, h, i, ds, len) with ds over every key [0, len) of the sequence (0 where unseen).
+template <class F>
+struct whole_rows {
+  F row;
+};
+template <class A>
+constexpr bool takes_whole_rows = false;
+template <class F>
+constexpr bool takes_whole_rows<whole_rows<F>> = true;
+
 /// The backward of one sequence: dQ', dK', dV (zeroed here) and, when `accumulate` is given, the
-/// bias's per-thread accumulators (`accumulate(thread, h, i, j, ds)` for each visible logit).
+/// bias's per-thread accumulators: `accumulate(thread, h, i, j, ds)` for each visible logit, or a
+/// whole_rows accumulator once per query row (the query block's rows held as [rows, len] floats).
 template <class Bias, class Accumulate>
 void flash_sequence_backward(const flash_sequence& s, const flash_gradients& g, const Bias& bias,
                              const Accumulate* accumulate, int threads) {
@@ -149,9 +161,17 @@ void flash_sequence_backward(const flash_sequence& s, const flash_gradients& g, 
   launch_items(s.q_heads * blocks, 0, threads, [&](std::int64_t w, float*) {
     const std::int64_t h = w / blocks, b = w % blocks;
     const int thread = thread_index();
-    const auto on_logit = [&](std::int64_t i, std::int64_t j, float ds) { (*accumulate)(thread, h, i, j, ds); };
-    backward_query_block(s, g, h, b * flash_block, std::min(s.len, (b + 1) * flash_block), bias,
-                         accumulate ? &on_logit : nullptr);
+    const std::int64_t i0 = b * flash_block, i1 = std::min(s.len, (b + 1) * flash_block);
+    if constexpr (takes_whole_rows<Accumulate>) {
+      std::vector<float> rows(accumulate ? static_cast<std::size_t>((i1 - i0) * s.len) : 0, 0.0f);
+      const auto on_logit = [&](std::int64_t i, std::int64_t j, float ds) { rows[(i - i0) * s.len + j] = ds; };
+      backward_query_block(s, g, h, i0, i1, bias, accumulate ? &on_logit : nullptr);
+      if (accumulate)
+        for (std::int64_t i = i0; i < i1; ++i) accumulate->row(thread, h, i, rows.data() + (i - i0) * s.len, s.len);
+    } else {
+      const auto on_logit = [&](std::int64_t i, std::int64_t j, float ds) { (*accumulate)(thread, h, i, j, ds); };
+      backward_query_block(s, g, h, i0, i1, bias, accumulate ? &on_logit : nullptr);
+    }
   });
 }
 

@@ -251,8 +251,9 @@ void param_grads_of(const grape_m_spec& s, const grape_m_plan& pp, const void* g
           }
         });
         const std::int64_t fr = s.freq_rows == 1 ? 0 : kv, pr = s.phase_rows == 1 ? 0 : kv;
-        // φ = sign·Φ·θ: the chain rule carries the sign into both gradients.
-        const double phi = s.angle_sign * position;
+        // φ = sign·Φ·θ: the chain rule carries the sign into both gradients; dL/dθ from Φ − origin.
+        const double origin = s.phases && s.phase_origin ? s.phase_origin[pr * p.total_tokens + t] : 0.0;
+        const double phi = s.angle_sign * (position - origin);
         const double* theta = s.freqs + fr * s.planes;
         for (int j = 0; j < s.planes; ++j) {
           dtheta[fr * s.planes + j] += phi * dphi[j];

@@ -6,6 +6,7 @@
 // which pairs Q and K heads one to one).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -17,29 +18,68 @@ namespace grape::cpu::detail {
 
 /// The GRAPE-M kernel's arguments for a call whose tokens sit at `positions` (one per call token).
 struct phase_call {
-  std::vector<double> phases;  // [phase_rows, total]
+  std::vector<std::int64_t> positions;  // [total]: the token each call token reads
+  std::vector<double> phases;           // [phase_rows, total]
   grape_m_spec spec;
 };
 
-inline phase_call phase_call_of(const phase_rotation& r, const std::vector<std::int64_t>& positions,
-                                std::int64_t q_heads, std::int64_t k_heads) {
+/// A row of θ or Φ per head pairs Q and K heads one to one (no GQA).
+inline void check_phase_heads(const phase_rotation& r, std::int64_t q_heads, std::int64_t k_heads) {
   if (r.per_head() && (q_heads != r.num_heads || k_heads != r.num_heads))
     throw input_error(fmt::format("q.heads, k.heads: this phase rotation has a row per head, so both must be {} "
                                   "(got {} and {})",
                                   r.num_heads, q_heads, k_heads));
+}
+
+/// The GRAPE-M kernel's spec for the rotation (its phases, null here, come with each call).
+inline grape_m_spec grape_m_spec_of(const phase_rotation& r) {
+  grape_m_spec spec;
+  spec.head_dim = r.head_dim;
+  spec.planes = r.planes();
+  spec.layout = math::layout_kind::half_split;
+  spec.freqs = r.freqs.data();
+  spec.freq_rows = r.freq_rows;
+  spec.phase_rows = r.phase_rows;
+  return spec;
+}
+
+inline phase_call phase_call_of(const phase_rotation& r, const std::vector<std::int64_t>& positions,
+                                std::int64_t q_heads, std::int64_t k_heads) {
+  check_phase_heads(r, q_heads, k_heads);
   phase_call c;
+  c.positions = positions;
   const std::int64_t total = static_cast<std::int64_t>(positions.size());
   c.phases.resize(static_cast<std::size_t>(r.phase_rows * total));
   for (int row = 0; row < r.phase_rows; ++row)
     for (std::int64_t t = 0; t < total; ++t) c.phases[row * total + t] = r.phase(row, positions[t]);
-  c.spec.head_dim = r.head_dim;
-  c.spec.planes = r.planes();
-  c.spec.layout = math::layout_kind::half_split;
-  c.spec.freqs = r.freqs.data();
-  c.spec.freq_rows = r.freq_rows;
+  c.spec = grape_m_spec_of(r);
   c.spec.phases = c.phases.data();
-  c.spec.phase_rows = r.phase_rows;
   return c;
+}
+
+/// dL/dθ [freq_rows, planes] and dL/dΦ [phase_rows, r.length] (either may be null; overwritten) of
+/// the call whose rotated operands' gradients are grad_q and grad_k (float32, `forward`'s strides),
+/// its sequences starting at the tokens `first`: the GRAPE-M kernel's, dL/dθ with each sequence's
+/// first phase as its origin (cpu::grape_m_param_grads says why), and each token's dL/dΦ added to
+/// the phase its token read.
+inline void phase_param_grads(const phase_rotation& r, const phase_call& c, const std::vector<std::int64_t>& first,
+                              const rotate_qk_args& forward, const float* grad_q, const float* grad_k,
+                              double* grad_freqs, double* grad_phases) {
+  const std::int64_t total = static_cast<std::int64_t>(c.positions.size());
+  std::vector<double> per_token(grad_phases ? static_cast<std::size_t>(r.phase_rows * total) : 0);
+  std::vector<double> origin(c.phases.size());
+  for (std::size_t b = 0; b < first.size(); ++b) {
+    const std::int64_t end = b + 1 < first.size() ? first[b + 1] : total;
+    for (int row = 0; row < r.phase_rows; ++row)
+      for (std::int64_t t = first[b]; t < end; ++t) origin[row * total + t] = c.phases[row * total + first[b]];
+  }
+  grape_m_spec spec = c.spec;
+  spec.phase_origin = origin.data();
+  grape_m_param_grads(spec, forward, grad_q, grad_k, {grad_freqs, grad_phases ? per_token.data() : nullptr});
+  if (!grad_phases) return;
+  std::fill_n(grad_phases, r.phase_rows * r.length, 0.0);
+  for (int row = 0; row < r.phase_rows; ++row)
+    for (std::int64_t t = 0; t < total; ++t) grad_phases[row * r.length + c.positions[t]] += per_token[row * total + t];
 }
 
 /// rotate_qk's arguments of a call without its positions: the kernel reads the gathered phases.

@@ -7,7 +7,8 @@
 //
 // args is the CPU call's cpu::attention_args with device pointers (Q, K, V, out, lse, cu_seqlens,
 // positions; with cu_seqlens, seq_len the longest sequence). The rotation, if any, turns Q and K
-// into scratch: the rotary_spec kernels for rotation planes, the representation's view otherwise;
+// into scratch: the rotary_spec kernels for rotation planes, the representation's view otherwise,
+// GRAPE-M's kernel on the phases gathered at each token's position for contextual GRAPE-M;
 // the bias, if any, becomes the flash loop's functor (instance_scores.hpp: ALiBi, T5, FoX, gated
 // GRAPE-A, or a bias of your own through its score view); then the flash attention runs
 // (attention_cuda.hpp). What the library has not compiled for your types, one line each in a .cu
@@ -30,8 +31,10 @@
 #include "cuda/attention_cuda.hpp"
 #include "cuda/device_view.hpp"
 #include "cuda/flash_launch.hpp"
+#include "cuda/grape_m_cuda.hpp"
 #include "cuda/instance_attention.hpp"
 #include "cuda/instance_scores.hpp"
+#include "cuda/paper_bias_launch.hpp"
 #include "grape/rep/rotation_planes.hpp"
 
 namespace grape::cuda {
@@ -87,6 +90,42 @@ class device_placement {
 
  private:
   std::vector<void*> arrays_;
+};
+
+/// Contextual GRAPE-M on the device: its frequencies (device_grape_m) and its phase table.
+class device_phase_rotation {
+ public:
+  device_phase_rotation(const phase_rotation& r, device_placement& place)
+      : rotation_{r.num_heads, r.head_dim, r.freq_rows, r.phase_rows, r.length, {}, {}},
+        grape_m_(cpu::detail::grape_m_spec_of(r)),
+        table_(place(r.phases)) {}
+  /// The rotation's shape (its arrays empty: they live on the device).
+  const phase_rotation& shape() const { return rotation_; }
+  const device_grape_m& grape_m() const { return grape_m_; }
+  /// The call's phases from the table, and the table's gradient from theirs.
+  phase_gather gather(const cpu::rotate_qk_args& qk, std::int64_t tokens, double* call_phases, int* flag) const {
+    return {table_call(qk, tokens), table_, call_phases, flag};
+  }
+  phase_origin origin(const cpu::rotate_qk_args& qk, std::int64_t tokens, const double* call_phases,
+                      double* origins) const {
+    return {table_call(qk, tokens), call_phases, origins};
+  }
+  phase_scatter scatter(const cpu::rotate_qk_args& qk, std::int64_t tokens, const double* call_grads,
+                        double* table_grads) const {
+    return {table_call(qk, tokens), call_grads, table_grads};
+  }
+
+ private:
+  phase_table_call table_call(const cpu::rotate_qk_args& qk, std::int64_t tokens) const {
+    return {rotation_.phase_rows, rotation_.length, position_source_of(qk), tokens};
+  }
+  phase_rotation rotation_;
+  device_grape_m grape_m_;
+  const double* table_ = nullptr;
+};
+template <>
+struct device_rotation_of<phase_rotation> {
+  using type = device_phase_rotation;
 };
 
 /// Stream-ordered scratch, freed on the stream when it goes out of scope.
@@ -167,10 +206,8 @@ class device_attention {
   static_assert(cpu::attention_takes<Instance>,
                 "grape: cuda::attention takes a rotate_qk or score_bias encoding (or a composition); an add_embedding "
                 "encoding is added to the input before attention");
-  static_assert(!cpu::rotates_by_phase<Instance>,
-                "grape: cuda::attention does not take a rotation by per-token phases (contextual GRAPE-M) yet: rotate "
-                "with cuda::grape_m_rotate_qk and call cuda::flash_attention");
   static constexpr bool rotates = requires(const Instance& i) { rotation_part(i).rep; };
+  static constexpr bool by_phase = cpu::rotates_by_phase<Instance>;
 
  public:
   using rotation_type = typename detail::device_rotation_of<
@@ -181,10 +218,11 @@ class device_attention {
   explicit device_attention(const Instance& inst)
       : head_dim_(inst.content_dim()), heads_(bias_heads(inst)), scores_(instance_scores(inst, place_)) {
     if constexpr (rotates) rotation_.emplace(rotation_part(inst));
+    if constexpr (by_phase) rotation_.emplace(inst, place_);
   }
 
   int head_dim() const { return head_dim_; }
-  /// The query heads the bias is defined for, or 0 (any).
+  /// The query heads the bias (or a phase rotation's rows per head) is defined for, or 0 (any).
   int heads() const { return heads_; }
   const scores_type& scores() const { return scores_; }
   const rotation_type* rotation() const { return rotation_ ? &*rotation_ : nullptr; }
@@ -192,6 +230,7 @@ class device_attention {
  private:
   static int bias_heads(const Instance& inst) {
     if constexpr (requires { inst.reps; }) return static_cast<int>(inst.reps.size());
+    else if constexpr (by_phase) return inst.per_head() ? inst.num_heads : 0;
     else if constexpr (std::is_same_v<decltype(cpu::detail::bias_part(inst)), const void*>) return 0;
     else return cpu::detail::bias_part(inst)->heads();
   }
@@ -214,8 +253,9 @@ template <class Instance>
 struct encoded_call {
   using encoding = device_attention<Instance>;
   static constexpr bool has_bias = !std::is_same_v<typename encoding::scores_type, no_scores>;
+  static constexpr bool by_phase = cpu::rotates_by_phase<Instance>;
   static constexpr bool rotates = !std::is_same_v<typename encoding::rotation_type, std::monostate>;
-  stream_scratch q_rot, k_rot, positions;
+  stream_scratch q_rot, k_rot, positions, phases;
   flash_operands ops;
 
   encoded_call(const encoding& enc, const cpu::attention_args& a, std::int64_t total_tokens, int* flag,
@@ -224,9 +264,16 @@ struct encoded_call {
         k_rot(rotates ? static_cast<std::size_t>(a.qk.k.size) * element_bytes(a.qk.type) : 0, stream),
         positions(has_bias && has_bias_positions(a.qk) && total_tokens > 0 ? static_cast<std::size_t>(total_tokens) * 8
                                                                              : 0,
-                  stream) {
-    if constexpr (rotates)
+                  stream),
+        phases(by_phase ? static_cast<std::size_t>(phase_rows(enc) * total_tokens) * sizeof(double) : 0, stream) {
+    if constexpr (by_phase) {  // the phases at each token's position, then GRAPE-M's kernel on them
+      launch_phase_gather(enc.rotation()->gather(a.qk, total_tokens, call_phases(), flag), stream);
+      grape_m_rotate_qk(enc.rotation()->grape_m(), rotation_into(cpu::detail::without_positions(a.qk), q_rot.get(),
+                                                                 k_rot.get()),
+                        {call_phases(), phase_rows(enc)}, total_tokens, flag, stream);
+    } else if constexpr (rotates) {
       rotate(*enc.rotation(), rotation_into(a.qk, q_rot.get(), k_rot.get()), total_tokens, flag, stream, false);
+    }
     auto* position_of = static_cast<std::int64_t*>(positions.get());
     if (position_of)
       launch_bias_positions(position_source_of(a.qk), total_tokens, a.qk.max_position, position_of, flag, stream);
@@ -234,14 +281,23 @@ struct encoded_call {
                              enc.head_dim(), total_tokens, flag);
   }
 
+  /// Contextual GRAPE-M: the call's phases [rows, total_tokens].
+  double* call_phases() const { return static_cast<double*>(phases.get()); }
+  static int phase_rows(const encoding& enc) {
+    if constexpr (by_phase) return enc.rotation()->shape().phase_rows;
+    else return 0;
+  }
+
  private:
-  /// Runs the checks (attention_operands on the inputs, the bias's heads), then sizes Q's scratch.
+  /// Runs the checks (attention_operands on the inputs, the bias's or the phase rows' heads),
+  /// then sizes Q's scratch.
   static std::size_t checked_bytes(const encoding& enc, const cpu::attention_args& a, std::int64_t total_tokens,
                                    int* flag, std::int64_t q_size) {
     attention_operands(a, a.qk.q.in, a.qk.k.in, nullptr, enc.head_dim(), total_tokens, flag);
     if constexpr (has_bias)
       require(enc.heads() == a.qk.q.heads, "q.heads: must equal the encoding's heads (" + std::to_string(enc.heads()) +
                                                ")");
+    if constexpr (by_phase) cpu::detail::check_phase_heads(enc.rotation()->shape(), a.qk.q.heads, a.qk.k.heads);
     return rotates ? static_cast<std::size_t>(q_size) * element_bytes(a.qk.type) : 0;
   }
 };
@@ -261,16 +317,32 @@ void attention(const device_attention<Instance>& enc, const cpu::attention_args&
 /// dL/dO, with the forward's call (its out and lse filled); K and V must share their head count.
 /// The rotation is applied again, the flash backward gives the rotated operands' gradients and
 /// the rotation's transpose takes them back. g.grad_bias (device memory, the CPU's layout): the
-/// built-in biases' parameter gradient (ALiBi, T5, FoX, gated GRAPE-A); g.grad_inv_freq is the
-/// CPU's only and must be null.
+/// built-in biases' parameter gradient (ALiBi, T5, FoX, gated GRAPE-A). Contextual GRAPE-M:
+/// g.grad_inv_freq its dL/dθ [freq_rows, planes] and g.grad_phases its dL/dΦ [phase_rows, length]
+/// (float64 device memory, float64 atomics: the last bits vary), for dense Q and K
+/// ([tokens, heads, head_dim]); for any other rotation g.grad_inv_freq is the CPU's only and must
+/// be null.
 template <class Instance>
 void attention_backward(const device_attention<Instance>& enc, const cpu::attention_args& a,
                         const cpu::attention_grad_args& g, std::int64_t total_tokens, int* device_error_flag,
                         cudaStream_t stream) {
-  detail::require(g.grad_inv_freq == nullptr,
-                  "grad_inv_freq: the frequencies' gradient is computed by cpu::attention_backward only (pass null)");
-  const detail::encoded_call<Instance> call(enc, a, total_tokens, device_error_flag, stream);
-  constexpr bool rotates = detail::encoded_call<Instance>::rotates;
+  using call_type = detail::encoded_call<Instance>;
+  constexpr bool rotates = call_type::rotates, by_phase = call_type::by_phase;
+  const bool phase_params = by_phase && (g.grad_inv_freq || g.grad_phases);
+  if constexpr (!by_phase) {
+    detail::require(g.grad_inv_freq == nullptr,
+                    "grad_inv_freq: the frequencies' gradient is computed by cpu::attention_backward only (pass null)");
+    detail::require(g.grad_phases == nullptr, "grad_phases: only a rotation by per-token phases has phases (pass null)");
+  }
+  if (phase_params) {
+    const auto dense = [&](const cpu::qk_tensor& t) {
+      return t.head_stride == enc.head_dim() && t.token_stride == t.heads * enc.head_dim();
+    };
+    detail::require(dense(a.qk.q) && dense(a.qk.k),
+                    "grad_inv_freq, grad_phases: cuda::attention_backward gives contextual GRAPE-M's parameter "
+                    "gradients for dense Q and K ([tokens, heads, head_dim]) only");
+  }
+  const call_type call(enc, a, total_tokens, device_error_flag, stream);
   const std::size_t bytes = element_bytes(a.qk.type);
   detail::stream_scratch dq_rot(rotates ? static_cast<std::size_t>(total_tokens * a.qk.q.heads) * enc.head_dim() * bytes
                                         : 0,
@@ -281,10 +353,31 @@ void attention_backward(const device_attention<Instance>& enc, const cpu::attent
   const flash_grads fg{g.grad_out, rotates ? dq_rot.get() : g.grad_q, rotates ? dk_rot.get() : g.grad_k, g.grad_v,
                        g.grad_bias};
   detail::run_flash_backward(call.ops, fg, enc.scores(), stream);
-  if constexpr (rotates)
+  if constexpr (by_phase) {
+    const int rows = call_type::phase_rows(enc);
+    const device_phases phases{call.call_phases(), rows};
+    if (phase_params) {  // dL/dθ (from each sequence's first phase), dL/dΦ per call token, then the table's
+      const std::size_t per_call = static_cast<std::size_t>(rows * total_tokens) * sizeof(double);
+      detail::stream_scratch per_token(g.grad_phases ? per_call : 0, stream), origins(per_call, stream);
+      detail::launch_phase_origin(
+          enc.rotation()->origin(a.qk, total_tokens, call.call_phases(), static_cast<double*>(origins.get())), stream);
+      grape_m_param_grads(enc.rotation()->grape_m(), cpu::detail::without_positions(a.qk),
+                          {call.call_phases(), rows, static_cast<const double*>(origins.get())}, dq_rot.get(),
+                          dk_rot.get(), {g.grad_inv_freq, static_cast<double*>(per_token.get())}, total_tokens,
+                          device_error_flag, stream);
+      if (g.grad_phases)
+        detail::launch_phase_scatter(
+            enc.rotation()->scatter(a.qk, total_tokens, static_cast<double*>(per_token.get()), g.grad_phases), stream);
+    }
+    grape_m_rotate_qk_backward(enc.rotation()->grape_m(),
+                               cpu::detail::without_positions(rotation_back(a.qk, dq_rot.get(), dk_rot.get(), g.grad_q,
+                                                                            g.grad_k, total_tokens, enc.head_dim())),
+                               phases, total_tokens, device_error_flag, stream);
+  } else if constexpr (rotates) {
     detail::rotate(*enc.rotation(),
                    rotation_back(a.qk, dq_rot.get(), dk_rot.get(), g.grad_q, g.grad_k, total_tokens, enc.head_dim()),
                    total_tokens, device_error_flag, stream, true);
+  }
 }
 
 }  // namespace grape::cuda

@@ -22,6 +22,21 @@ struct position_source {
   GRAPE_HOST_DEVICE std::int64_t at(std::int64_t t) const {
     if (ids) return ids_32 ? static_cast<const std::int32_t*>(ids)[t] : static_cast<const std::int64_t*>(ids)[t];
     std::int64_t b = 0, s = t;
+    locate(t, b, s);
+    return offsets ? offsets[b] + s : s;
+  }
+
+  /// The token that starts t's sequence.
+  GRAPE_HOST_DEVICE std::int64_t sequence_start(std::int64_t t) const {
+    std::int64_t b = 0, s = t;
+    locate(t, b, s);
+    return t - s;
+  }
+
+  /// Token t's sequence b and its index s in it.
+  GRAPE_HOST_DEVICE void locate(std::int64_t t, std::int64_t& b, std::int64_t& s) const {
+    b = 0;
+    s = t;
     if (cu_seqlens) {  // the sequence holding t: the last b with cu_seqlens[b] <= t
       std::int64_t lo = 0, hi = batch - 1;
       while (lo < hi) {
@@ -35,7 +50,6 @@ struct position_source {
       b = t / seq_len;
       s = t % seq_len;
     }
-    return offsets ? offsets[b] + s : s;
   }
 };
 

@@ -64,6 +64,7 @@ inline grape_m_launch plan_grape_m_launch(const cpu::grape_m_spec& spec, grape_m
   c.fractions = tables.fractions;
   c.turns = tables.turns;
   c.phases = spec.phases;
+  c.phase_origin = spec.phase_origin;
   c.sin_sign = static_cast<float>(backward ? -spec.angle_sign : spec.angle_sign);
   c.max_position = args.max_position;
   c.error_flag = error_flag;

@@ -50,10 +50,12 @@ class device_grape_m {
 };
 
 /// Per-token phases Φ in device memory, [rows, total_tokens] float64 (rows: 1 or the key heads);
-/// values null: integer positions.
+/// values null: integer positions. origin (same shape, or null): dL/dθ's origin, as
+/// cpu::grape_m_spec::phase_origin.
 struct device_phases {
   const double* values = nullptr;
   int rows = 1;
+  const double* origin = nullptr;
 };
 
 /// Rotates Q and K (total_tokens is required with cu_seqlens: device memory is not read).

@@ -2,7 +2,7 @@
 // The per-thread body of the CUDA GRAPE-M parameter gradients (the CPU call:
 // cpu::grape_m_param_grads): one block per token, the forward's cos/sin table first (fill_table,
 // grape_m_thread.hpp), then one (head, plane) unit per thread at a time, which forms y = R(φ)x and
-// dL/dφ = g₁y₀ − g₀y₁ in float64 and adds sign·p·dL/dφ to dL/dθ of its row and plane and
+// dL/dφ = g₁y₀ − g₀y₁ in float64 and adds sign·(p − origin)·dL/dφ to dL/dθ of its row and plane and
 // sign·θ·dL/dφ to dL/dΦ of its row and token. Blocks share dL/dθ, so the adds are atomic on the
 // device (float64 atomicAdd, sm_60 and later); both outputs are zeroed before the launch. Plain
 // arithmetic otherwise: tests/cuda_emulation runs it on the host, one thread at a time.
@@ -61,8 +61,10 @@ struct grape_m_grads_thread {
       const std::int64_t fr = c.freq_rows == 1 ? 0 : kv, pr = c.phase_rows == 1 ? 0 : kv;
       const double p = c.phases != nullptr ? c.phases[pr * c.p.total_tokens + token]
                                            : static_cast<double>(cpu::detail::position_of(c.p, token, place, 0));
+      // dL/dθ from p − origin (cpu::grape_m_param_grads says why)
+      const double origin = c.phases && c.phase_origin ? c.phase_origin[pr * c.p.total_tokens + token] : 0.0;
       const double sign = c.sin_sign;  // φ = sign·p·θ
-      if (g.d_freqs != nullptr) add_to(g.d_freqs + fr * c.planes + j, sign * p * dphi);
+      if (g.d_freqs != nullptr) add_to(g.d_freqs + fr * c.planes + j, sign * (p - origin) * dphi);
       if (g.d_phases != nullptr) add_to(g.d_phases + pr * c.p.total_tokens + token, sign * g.thetas[fr * c.planes + j] * dphi);
     }
   }

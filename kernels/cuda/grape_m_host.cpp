@@ -30,6 +30,7 @@ void run(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases
   cpu::grape_m_spec spec = m.spec();
   spec.phases = phases.values;
   spec.phase_rows = phases.rows;
+  spec.phase_origin = phases.values ? phases.origin : nullptr;
   if (phases.values == nullptr && m.rotary() != nullptr) {  // rotate_qk's kernel; −angle is its backward
     const cpu::detail::device_indices device{total_tokens};
     cpu::detail::plan_grape_m(spec, args, &device);  // the CPU call's checks and messages
@@ -92,6 +93,7 @@ void grape_m_param_grads(const device_grape_m& m, const cpu::rotate_qk_args& for
   cpu::grape_m_spec spec = m.spec();
   spec.phases = phases.values;
   spec.phase_rows = phases.rows;
+  spec.phase_origin = phases.values ? phases.origin : nullptr;
   const grape_m_grads_launch l = plan_grape_m_grads_launch(spec, {m.turn_fractions(), m.turns()}, m.thetas(), forward,
                                                            grad_q, grad_k, out, total_tokens, device_error_flag);
   if (out.freqs != nullptr)

@@ -32,6 +32,7 @@ struct grape_m_call {
   const math::phase_t* fractions = nullptr;  // [freq_rows, planes] θ as turn fractions (positions)
   const double* turns = nullptr;             // [freq_rows, planes] θ/2π (phases)
   const double* phases = nullptr;            // [phase_rows, total_tokens] Φ, or null
+  const double* phase_origin = nullptr;      // [phase_rows, total_tokens], or null (dL/dθ's origin)
   float sin_sign = 1.0f;                     // angle_sign, negated for the backward
   std::int64_t max_position = 0;             // integer positions must lie in [0, max_position)
   int* error_flag = nullptr;

@@ -1,6 +1,7 @@
 // The GRAPE paper's bias tiles on the device over the CPU's row bodies (cpu/paper_bias_rows.hpp):
 // one thread per element (gated) or per (head, query) row (path integral), grid-stride; and
-// GRAPE-AP's gradient (path_integral_grad_thread.hpp), a pass over rows then one over tokens.
+// GRAPE-AP's gradient (path_integral_grad_thread.hpp), a pass over rows then one over tokens;
+// contextual GRAPE-M's phase gather and scatter for cuda::attention (phase_gather_thread.hpp).
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -49,6 +50,17 @@ void launch_path_integral_grad(const path_integral_grad_call& call, cudaStream_t
   if (e != cudaSuccess) throw std::runtime_error(std::string("grape: cudaMemsetAsync: ") + cudaGetErrorString(e));
   launch_items(path_integral_grad_rows{call}, items, stream);
   launch_items(path_integral_grad_tokens{call}, items, stream);  // after every row: same stream
+}
+
+void launch_phase_gather(const phase_gather& gather, cudaStream_t stream) { launch_items(gather, gather.c.items(), stream); }
+
+void launch_phase_origin(const phase_origin& origin, cudaStream_t stream) { launch_items(origin, origin.c.items(), stream); }
+
+void launch_phase_scatter(const phase_scatter& scatter, cudaStream_t stream) {
+  const std::size_t bytes = static_cast<std::size_t>(scatter.c.rows * scatter.c.length) * sizeof(double);
+  const cudaError_t e = cudaMemsetAsync(scatter.table_grads, 0, bytes, stream);
+  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: cudaMemsetAsync: ") + cudaGetErrorString(e));
+  launch_items(scatter, scatter.c.items(), stream);
 }
 
 void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t stream) { launch(rows, stream); }

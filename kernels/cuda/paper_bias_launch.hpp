@@ -1,8 +1,9 @@
 #pragma once
-// The launches of the paper's bias tiles (paper_bias.cu), called by the host side with row
-// bodies over device arrays.
+// The launches of the paper's bias tiles and contextual GRAPE-M's phase gather and scatter
+// (paper_bias.cu), called by the host side with bodies over device arrays.
 #include "cpu/paper_bias_rows.hpp"
 #include "cuda/path_integral_grad_thread.hpp"
+#include "cuda/phase_gather_thread.hpp"
 
 using cudaStream_t = struct CUstream_st*;
 
@@ -12,5 +13,10 @@ void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t s
 void launch_bias_rows(const cpu::detail::path_integral_rows& rows, cudaStream_t stream);
 /// Both passes of the path-integral gradient (the scratch zeroed first).
 void launch_path_integral_grad(const path_integral_grad_call& call, cudaStream_t stream);
+/// The call's phases from the table, their sequences' origins; the table's gradient (table_grads
+/// zeroed first) from the call's.
+void launch_phase_gather(const phase_gather& gather, cudaStream_t stream);
+void launch_phase_origin(const phase_origin& origin, cudaStream_t stream);
+void launch_phase_scatter(const phase_scatter& scatter, cudaStream_t stream);
 
 }  // namespace grape::cuda::detail

@@ -504,28 +504,37 @@ class _Attention(_torch.autograd.Function):
         return dq, dk, dv, d_param, None, None, None
 
 
-class _GrapeAAttention(_torch.autograd.Function):
-    """Fused attention with GRAPE-A's gated bias; gradients for q, k, v, omega and the gates."""
+class _ArraysAttention(_torch.autograd.Function):
+    """Fused attention whose encoding is tensors (GRAPE-A's omega and gates, GRAPE-AP's projections,
+    contextual GRAPE-M's frequencies and phases): gradients for q, k, v and each tensor. `name` is
+    grape.attention's keyword, `fixed` what follows the tensors there (GRAPE-AP's norm_eps)."""
+
+    # Per keyword: the dtype the module reads, and whether the frequency gradient comes first
+    # (contextual GRAPE-M: freqs from d_inv_freq, phases from d_bias; the others: all from d_bias).
+    _kinds = {"grape_a": (_torch.float32, False), "grape_ap": (_torch.float64, False),
+              "grape_m": (_torch.float64, True)}
 
     @staticmethod
-    def forward(ctx, q, k, v, omega, key_gate, query_gate, options):
-        given = (omega, key_gate, query_gate)
-        arrays = tuple(None if x is None else x.detach().to(_torch.float32).cpu().contiguous() for x in given)
-        out, lse = _grape.attention(q, k, v, grape_a=arrays, return_lse=True, **options)
+    def forward(ctx, q, k, v, name, fixed, options, *tensors):
+        dtype, _ = _ArraysAttention._kinds[name]
+        arrays = tuple(None if x is None else x.detach().to(dtype).cpu().contiguous().numpy() for x in tensors)
+        out, lse = _grape.attention(q, k, v, **{name: arrays + fixed}, return_lse=True, **options)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.meta = (arrays, options, [None if x is None else (x.dtype, x.shape) for x in given])
+        ctx.meta = (name, arrays + fixed, options, [None if x is None else (x.dtype, x.shape) for x in tensors])
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, out, lse = ctx.saved_tensors
-        arrays, options, metas = ctx.meta
-        want = any(ctx.needs_input_grad[3:6])
-        dq, dk, dv, d_bias, _ = _grape.attention_backward(grad_out.to(q.dtype), q, k, v, out, lse, grape_a=arrays,
-                                                          bias_grad=want, **options)
+        name, arrays, options, metas = ctx.meta
+        freqs_first = _ArraysAttention._kinds[name][1]
+        want = any(ctx.needs_input_grad[6:])
+        dq, dk, dv, d_bias, d_freq = _grape.attention_backward(
+            grad_out.to(q.dtype), q, k, v, out, lse, **{name: arrays}, bias_grad=want,
+            inv_freq_grad=want and freqs_first, **options)
         grads, at = [], 0
-        flat = _torch.tensor(d_bias, dtype=_torch.float64) if want else None
-        for meta in metas:  # the module's order: omega, key gates, query gates
+        flat = _torch.tensor(((d_freq or []) if freqs_first else []) + (d_bias or []), dtype=_torch.float64)
+        for meta in metas:  # the module's order
             if meta is None or not want:
                 grads.append(None)
                 continue
@@ -533,7 +542,29 @@ class _GrapeAAttention(_torch.autograd.Function):
             n = int(_torch.Size(shape).numel())
             grads.append(flat[at:at + n].reshape(shape).to(dtype))
             at += n
-        return (dq, dk, dv, *grads, None)
+        return (dq, dk, dv, None, None, None, *grads)
+
+
+# Per keyword: which of its tensors hold per-token values (indexed by position), with their number
+# of dimensions without a batch dimension.
+_PER_TOKEN = {"grape_a": {1: 2, 2: 2}, "grape_ap": {0: 3}, "grape_m": {1: 2}}
+
+
+def _encoding_tensors(name, value):
+    """grape_a's, grape_ap's or grape_m's tensors, and what follows them (GRAPE-AP's norm_eps)."""
+    if name == "grape_a":
+        if not isinstance(value, (tuple, list)) or len(value) not in (2, 3):
+            raise _grape.GrapeError("grape: attention: grape_a must be (omega, key_gate) or (omega, key_gate, query_gate)")
+        return (tuple(value) + (None,))[:3], ()
+    if name == "grape_ap":
+        if not isinstance(value, (tuple, list)):
+            return (value,), (1e-6,)
+        if len(value) != 2:
+            raise _grape.GrapeError("grape: attention: grape_ap must be projections or (projections, norm_eps)")
+        return (value[0],), (float(value[1]),)
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise _grape.GrapeError("grape: attention: grape_m must be (freqs, phases)")
+    return tuple(value), ()
 
 
 def _per_batch_element(q, options, positions, apply_one):
@@ -551,7 +582,8 @@ def _fox_gates(log_forget):
 
 
 def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=None, log_forget=None, grape_a=None,
-              causal=True, window=0, scale=None, positions=None, offsets=None, cu_seqlens=None):
+              grape_ap=None, grape_m=None, causal=True, window=0, scale=None, positions=None, offsets=None,
+              cu_seqlens=None):
     """Differentiable grape.attention (the encoding inside the flash loop, the backward from the
     saved log-sum-exp: no T x T tensor in either direction). Gradients for q, k, v and for one
     learnable encoding parameter:
@@ -566,7 +598,12 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
                           -(i - j) * omega[h] * (key_gate[h, j] (+ query_gate[h, i])), gates [heads, length]
                           or [batch, heads, seq] as log_forget; gradients for all of them (omega =
                           softplus(w) * slope and the gates = softplus(z) come from the caller's
-                          autograd, so w and z train too).
+                          autograd, so w and z train too);
+      grape_ap = projections [heads, length, P] or [batch, heads, seq, P], or (projections, norm_eps)
+                          GRAPE-AP's path-integral bias (grape_ap_relative); gradient for the projections;
+      grape_m = (freqs [planes] or [heads, planes], phases [rows, length] or [batch, rows, seq])
+                          contextual GRAPE-M (Q and K turned by phases[row, position] * freqs);
+                          gradients for both (phases = cumsum(omega) from the caller's autograd).
     Otherwise `encoding` (as grape.attention takes it) is fixed.
     """
     options = dict(causal=causal, window=window, scale=scale, positions=positions, offsets=offsets,
@@ -590,17 +627,19 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
             raise _grape.GrapeError(f"grape: attention: {name} [batch, heads, seq] needs q, k, v "
                                     "[batch, seq, heads, d] with the same batch and no offsets or cu_seqlens")
 
-    if grape_a is not None:
-        if given or encoding is not None:
-            raise _grape.GrapeError("grape: attention: grape_a is the encoding; give no other")
-        if not isinstance(grape_a, (tuple, list)) or len(grape_a) not in (2, 3):
-            raise _grape.GrapeError("grape: attention: grape_a must be (omega, key_gate) or (omega, key_gate, query_gate)")
-        omega, key_gate, query_gate = (tuple(grape_a) + (None,))[:3]
-        if key_gate.dim() == 3:  # one gate sequence per batch element
-            require_batched("grape_a's gates", key_gate)
-            return _per_batch_element(q, options, positions, lambda b, o: _GrapeAAttention.apply(
-                q[b:b + 1], k[b:b + 1], v[b:b + 1], omega, key_gate[b], None if query_gate is None else query_gate[b], o))
-        return _GrapeAAttention.apply(q, k, v, omega, key_gate, query_gate, options)
+    arrays = [(n, a) for n, a in (("grape_a", grape_a), ("grape_ap", grape_ap), ("grape_m", grape_m)) if a is not None]
+    if arrays:
+        name, value = arrays[0]
+        if given or encoding is not None or len(arrays) > 1:
+            raise _grape.GrapeError(f"grape: attention: {name} is the encoding; give no other")
+        tensors, fixed = _encoding_tensors(name, value)
+        batched = [i for i, dims in _PER_TOKEN[name].items() if tensors[i] is not None and tensors[i].dim() == dims + 1]
+        if batched:  # one sequence of per-token values per batch element
+            require_batched(f"{name}'s per-token values", tensors[batched[0]])
+            return _per_batch_element(q, options, positions, lambda b, o: _ArraysAttention.apply(
+                q[b:b + 1], k[b:b + 1], v[b:b + 1], name, fixed, o,
+                *(x[b] if i in batched else x for i, x in enumerate(tensors))))
+        return _ArraysAttention.apply(q, k, v, name, fixed, options, *tensors)
     if kind == "log_forget" and log_forget.dim() == 3:  # one gate sequence per batch element
         require_batched("log_forget", log_forget)
         return _per_batch_element(q, options, positions, lambda b, o: _Attention.apply(

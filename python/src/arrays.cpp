@@ -147,8 +147,14 @@ const std::int64_t* int64_values(const array& a, std::int64_t count, const char*
 namespace grape::python {
 
 std::vector<double> finite_doubles(const array& a, std::int64_t count, const char* name) {
-  const float* v = float32_values(a, count, name);
-  std::vector<double> out(v, v + count);
+  std::vector<double> out;
+  if (a.dtype() == nb::dtype<double>()) {
+    const double* v = float64_values(a, count, name);
+    out.assign(v, v + count);
+  } else {
+    const float* v = float32_values(a, count, name);
+    out.assign(v, v + count);
+  }
   for (std::int64_t i = 0; i < count; ++i)
     if (!std::isfinite(out[i])) throw input_error(fmt::format("{}[{}]: must be finite (got {})", name, i, out[i]));
   return out;

@@ -56,8 +56,8 @@ const float* float32_values(const array& a, std::int64_t count, const char* name
 /// float64, C-contiguous, exactly `count` values (writable: an output the caller allocated).
 double* float64_values(const array& a, std::int64_t count, const char* name);
 
-/// float32 values as doubles, each finite (a NaN gate would make a NaN bias): an input_error names
-/// the first that is not.
+/// float32 or float64 values (C-contiguous, exactly `count`) as doubles, each finite (a NaN gate
+/// would make a NaN bias): an input_error names the first that is not.
 std::vector<double> finite_doubles(const array& a, std::int64_t count, const char* name);
 
 /// int64, C-contiguous, exactly `count` values.

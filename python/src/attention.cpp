@@ -1,7 +1,8 @@
 // Fused attention with the encoding inside (cpu::attention, cpu::attention_backward,
 // cpu::attention_decode over a paged KV cache) on arrays: no encoding, a rotary encoding (one
-// position axis), ALiBi slopes, a T5 bucket table, FoX's log forget gates, GRAPE-A's gates, or a
-// rotary encoding composed with ALiBi. Python allocates the outputs (grape/_attention.py); nothing is copied on
+// position axis), ALiBi slopes, a T5 bucket table, FoX's log forget gates, GRAPE-A's gates,
+// GRAPE-AP's projections, contextual GRAPE-M's frequencies and phases, or a rotary encoding
+// composed with ALiBi. Python allocates the outputs (grape/_attention.py); nothing is copied on
 // the way in. The kernels are instantiated in attention_kernels_*.cpp.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
@@ -13,6 +14,7 @@
 
 #include <cmath>
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,25 +73,48 @@ alibi::instance alibi_instance(const alibi_encoding& e, int head_dim) {
   return {alibi_bias{e.slopes}, head_dim};
 }
 
-/// The bias-defining arrays of a call that are not an encoding object: FoX's log forget gates, or
-/// GRAPE-A's (omega, key_gate, query_gate or None).
-struct bias_arrays {
+/// The encoding-defining arrays of a call that are not an encoding object: FoX's log forget gates,
+/// GRAPE-A's (omega, key_gate, query_gate or None), GRAPE-AP's (projections, norm_eps), contextual
+/// GRAPE-M's (freqs, phases).
+struct encoding_arrays {
   std::optional<array> log_forget;
-  std::optional<nb::tuple> grape_a;
+  std::optional<nb::tuple> grape_a, grape_ap, grape_m;
 };
+
+/// The arrays of a two-item tuple argument `name` (first, second).
+std::pair<nb::handle, nb::handle> pair_of(const nb::tuple& t, const char* name, const char* items) {
+  if (nb::len(t) != 2) throw input_error(fmt::format("{}: must be ({})", name, items));
+  return {t[0], t[1]};
+}
 
 /// Calls body(instance) with the kernel instance of the encoding: None, a RotaryEncoding, an
 /// AlibiEncoding, a T5Encoding with its table, a (RotaryEncoding, AlibiEncoding) pair, FoX's log
-/// forget gates, or GRAPE-A's gated bias.
+/// forget gates, GRAPE-A's gated bias, GRAPE-AP's path integral or contextual GRAPE-M.
 template <class Body>
-void with_instance(const nb::handle& encoding, const bias_arrays& arrays, int head_dim, Body&& body) {
-  if (arrays.log_forget && arrays.grape_a) throw input_error("log_forget, grape_a: give one");
+void with_instance(const nb::handle& encoding, const encoding_arrays& arrays, int head_dim, Body&& body) {
+  if (int(arrays.log_forget.has_value()) + int(arrays.grape_a.has_value()) + int(arrays.grape_ap.has_value()) +
+          int(arrays.grape_m.has_value()) > 1)
+    throw input_error("log_forget, grape_a, grape_ap, grape_m: give one");
+  const char* given = arrays.log_forget ? "log_forget"
+                      : arrays.grape_a  ? "grape_a"
+                      : arrays.grape_ap ? "grape_ap"
+                      : arrays.grape_m  ? "grape_m"
+                                        : nullptr;
+  if (given && !encoding.is_none())
+    throw input_error(fmt::format("encoding, {}: give one ({} is the encoding)", given, given));
+  if (const auto& t = arrays.grape_ap) {
+    const auto [projections, eps] = pair_of(*t, "grape_ap", "projections, norm_eps");
+    return body(bias_instance<path_integral_bias>{path_integral_of(nb::cast<array>(projections), nb::cast<double>(eps)),
+                                                  head_dim});
+  }
+  if (const auto& t = arrays.grape_m) {
+    const auto [freqs, phases] = pair_of(*t, "grape_m", "freqs, phases");
+    return body(phase_rotation_of(nb::cast<array>(freqs), nb::cast<array>(phases), head_dim));
+  }
   if (arrays.log_forget) {
-    if (!encoding.is_none()) throw input_error("encoding, log_forget: give one (log_forget is FoX's encoding)");
     return body(fox::instance{fox_from_log_forget(*arrays.log_forget), head_dim});
   }
   if (const auto& t = arrays.grape_a) {
-    if (!encoding.is_none()) throw input_error("encoding, grape_a: give one (grape_a is GRAPE-A's encoding)");
     if (nb::len(*t) != 3) throw input_error("grape_a: must be (omega, key_gate, query_gate or None)");
     const auto query = (*t)[2].is_none() ? std::nullopt : std::optional<array>(nb::cast<array>((*t)[2]));
     return body(bias_instance<gated_linear_bias>{
@@ -112,7 +137,8 @@ void with_instance(const nb::handle& encoding, const bias_arrays& arrays, int he
                        [&](const auto& rotation) { body(composed_instance{rotation, bias}); });
   }
   throw input_error("encoding: attention takes None, a RotaryEncoding, an AlibiEncoding, a T5Encoding with its table, "
-                    "a (RotaryEncoding, AlibiEncoding) pair, log_forget for FoX, or grape_a for gated GRAPE-A");
+                    "a (RotaryEncoding, AlibiEncoding) pair, log_forget for FoX, grape_a for gated GRAPE-A, grape_ap "
+                    "for GRAPE-AP or grape_m for contextual GRAPE-M");
 }
 
 /// The arrays of a call and the options, as cpu::attention_args (the output and lse checked).
@@ -202,42 +228,46 @@ void* gradient_of(const array& g, const array& like, std::int64_t count, const c
 
 void bind_attention(nb::module_& m) {
   m.def("_attention",
-        [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a, array q, array k,
-           array v, array out, array lse, optional_array positions, optional_array offsets, optional_array cu_seqlens,
+        [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a,
+           std::optional<nb::tuple> grape_ap, std::optional<nb::tuple> grape_m, array q, array k, array v, array out,
+           array lse, optional_array positions, optional_array offsets, optional_array cu_seqlens,
            std::optional<std::int64_t> max_position, bool causal, std::int64_t window, float scale, int threads) {
           const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
                                              window, scale, threads);
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
-          with_instance(encoding, {log_forget, grape_a}, head_dim, [&](const auto& inst) {
+          with_instance(encoding, {log_forget, grape_a, grape_ap, grape_m}, head_dim, [&](const auto& inst) {
             nb::gil_scoped_release release;
             run_attention(inst, a);
           });
         },
-        "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a,
+        "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "grape_ap"_a.none(), "grape_m"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a,
         "positions"_a.none(), "offsets"_a.none(), "cu_seqlens"_a.none(), "max_position"_a.none(), "causal"_a,
         "window"_a, "scale"_a, "threads"_a);
 
   m.def("_attention_decode",
-        [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a, array q,
-           array k_cache, array v_cache,
+        [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a,
+           std::optional<nb::tuple> grape_ap, std::optional<nb::tuple> grape_m, array q, array k_cache, array v_cache,
            const std::string& layout, array block_table, array seq_lens, optional_array q_positions, array out,
            optional_array lse, std::optional<std::int64_t> max_position, std::int64_t window, float scale,
            int threads) {
           const auto a = make_decode_args(q, k_cache, v_cache, layout, block_table, seq_lens, q_positions, out, lse,
                                           max_position, window, scale, threads);
-          with_instance(encoding, {log_forget, grape_a}, static_cast<int>(q.shape(2)), [&](const auto& inst) {
+          with_instance(encoding, {log_forget, grape_a, grape_ap, grape_m}, static_cast<int>(q.shape(2)),
+                        [&](const auto& inst) {
             nb::gil_scoped_release release;
             run_attention_decode(inst, a);
           });
         },
-        "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "q"_a, "k_cache"_a, "v_cache"_a, "layout"_a,
+        "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "grape_ap"_a.none(), "grape_m"_a.none(),
+        "q"_a, "k_cache"_a, "v_cache"_a, "layout"_a,
         "block_table"_a,
         "seq_lens"_a, "q_positions"_a.none(), "out"_a, "lse"_a.none(), "max_position"_a.none(), "window"_a,
         "scale"_a, "threads"_a);
 
   m.def("_attention_backward",
-        [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a, array q, array k,
-           array v, array out, array lse, array grad_out, array grad_q, array grad_k, array grad_v, optional_array positions, optional_array offsets,
+        [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a,
+           std::optional<nb::tuple> grape_ap, std::optional<nb::tuple> grape_m, array q, array k, array v, array out,
+           array lse, array grad_out, array grad_q, array grad_k, array grad_v, optional_array positions, optional_array offsets,
            optional_array cu_seqlens, std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
            float scale, int threads, bool bias_grad, bool inv_freq_grad) {
           const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
@@ -249,15 +279,21 @@ void bind_attention(nb::module_& m) {
           g.grad_v = gradient_of(grad_v, q, static_cast<std::int64_t>(v.size()), "grad_v");
           std::pair<std::optional<std::vector<double>>, std::optional<std::vector<double>>> params;
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
-          with_instance(encoding, {log_forget, grape_a}, head_dim, [&](const auto& inst) {
-            std::vector<double> bias, freq;
+          with_instance(encoding, {log_forget, grape_a, grape_ap, grape_m}, head_dim, [&](const auto& inst) {
+            using I = std::remove_cvref_t<decltype(inst)>;
+            std::vector<double> bias, freq;  // bias: the bias's parameters, or contextual GRAPE-M's phases
             if constexpr (requires { cpu::detail::bias_part(inst)->parameter_count(); })
               if (bias_grad) bias.resize(cpu::detail::bias_part(inst)->parameter_count());
             if constexpr (requires { rotation_part(inst).rep.dim(); })
               if (inv_freq_grad) freq.resize(static_cast<std::size_t>(rotation_part(inst).rep.dim() / 2));
-            if (bias_grad && bias.empty()) throw input_error("bias_grad: this encoding has no bias parameters");
+            if constexpr (cpu::rotates_by_phase<I>) {
+              if (bias_grad) bias.resize(inst.phases.size());
+              if (inv_freq_grad) freq.resize(inst.freqs.size());
+            }
+            if (bias_grad && bias.empty()) throw input_error("bias_grad: this encoding has no bias parameters or phases");
             if (inv_freq_grad && freq.empty()) throw input_error("inv_freq_grad: this encoding has no frequencies");
-            g.grad_bias = bias_grad ? bias.data() : nullptr;
+            g.grad_bias = bias_grad && !cpu::rotates_by_phase<I> ? bias.data() : nullptr;
+            g.grad_phases = bias_grad && cpu::rotates_by_phase<I> ? bias.data() : nullptr;
             g.grad_inv_freq = inv_freq_grad ? freq.data() : nullptr;
             {
               nb::gil_scoped_release release;
@@ -268,8 +304,8 @@ void bind_attention(nb::module_& m) {
           });
           return params;
         },
-        "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a,
-        "grad_out"_a, "grad_q"_a,
+        "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "grape_ap"_a.none(), "grape_m"_a.none(), "q"_a,
+        "k"_a, "v"_a, "out"_a, "lse"_a, "grad_out"_a, "grad_q"_a,
         "grad_k"_a, "grad_v"_a, "positions"_a.none(), "offsets"_a.none(), "cu_seqlens"_a.none(),
         "max_position"_a.none(), "causal"_a, "window"_a, "scale"_a, "threads"_a, "bias_grad"_a, "inv_freq_grad"_a);
 }

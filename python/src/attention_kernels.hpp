@@ -7,9 +7,11 @@
 #include "grape/encodings/alibi.hpp"
 #include "grape/encodings/fox.hpp"
 #include "grape/encodings/grape_a_gated.hpp"
+#include "grape/encodings/grape_ap.hpp"
 #include "grape/encodings/rotary_table.hpp"
 #include "grape/encodings/t5_buckets.hpp"
 #include "grape/inject/compose.hpp"
+#include "grape/inject/rotate_by_phase.hpp"
 
 namespace grape::python {
 
@@ -18,6 +20,8 @@ using rotary_interleaved = rotary_table<layout_kind::interleaved>::instance;
 using rotary_half_alibi = composed_instance<rotary_half, alibi::instance>;
 using rotary_interleaved_alibi = composed_instance<rotary_interleaved, alibi::instance>;
 using gated_grape_a = bias_instance<gated_linear_bias>;  // grape_a_key_gated and grape_a_qk_gated
+using path_integral = bias_instance<path_integral_bias>;  // grape_ap_relative
+// contextual GRAPE-M: phase_rotation itself
 
 template <class I>
 void run_attention(const I& inst, const cpu::attention_args& a);
@@ -43,5 +47,7 @@ GRAPE_PYTHON_ATTENTION_KERNELS(extern, t5_buckets::instance)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_half_alibi)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_interleaved_alibi)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, gated_grape_a)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, path_integral)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, phase_rotation)
 
 }  // namespace grape::python

@@ -44,9 +44,6 @@ cpu::embedding_rows embedding_rows_of(const array& x, const array& positions, in
           int64_values(positions, tokens, "positions"), threads};
 }
 
-namespace {
-
-/// GRAPE-AP's bias data from projections [heads, seq_len, p_dim] (float32).
 path_integral_bias path_integral_of(const array& projections, double norm_eps) {
   if (projections.ndim() != 3) throw input_error("projections: shape must be [heads, seq_len, p_dim]");
   const auto heads = static_cast<std::int64_t>(projections.shape(0));
@@ -56,8 +53,6 @@ path_integral_bias path_integral_of(const array& projections, double norm_eps) {
   return detail::make_path_integral_bias(static_cast<int>(heads), static_cast<int>(p_dim), norm_eps,
                                          finite_doubles(projections, heads * seq * p_dim, "projections"));
 }
-
-}  // namespace
 
 gated_linear_bias gated_bias_of(const array& omega, const array& key_gate, const std::optional<array>& query_gate) {
   if (omega.ndim() != 1) throw input_error("omega: shape must be [heads]");
@@ -174,7 +169,7 @@ void bind_bias(nb::module_& m) {
           }
           double* out = float64_values(grad_projections, b.num_heads * b.length * b.dim, "grad_projections");
           nb::gil_scoped_release release;
-          cpu::path_integral_grad(b, norm_eps, grad.data(), out);
+          cpu::path_integral_grad(b, grad.data(), out);
         },
         "projections"_a, "norm_eps"_a, "grad_tile"_a, "grad_projections"_a);
 

@@ -8,12 +8,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
 #include "arrays.hpp"
 #include "cpu/grape_m.hpp"
 #include "encodings.hpp"
+#include "grape/encodings/grape_m_contextual.hpp"
+#include "paper_bias.hpp"
 #include "grape/detail/error.hpp"
 #include "qk_args.hpp"
 
@@ -47,6 +50,19 @@ cpu::grape_m_spec spec_of(const qk_arrays& a, const array& freqs, const optional
 }
 
 }  // namespace
+
+phase_rotation phase_rotation_of(const array& freqs, const array& phases, int head_dim) {
+  if (freqs.ndim() != 1 && freqs.ndim() != 2) throw input_error("freqs: shape must be [planes] or [heads, planes]");
+  if (phases.ndim() != 2) throw input_error("phases: shape must be [rows, length] (rows 1 or the heads)");
+  const int freq_rows = freqs.ndim() == 2 ? static_cast<int>(freqs.shape(0)) : 1;
+  const int phase_rows = static_cast<int>(phases.shape(0));
+  // A row per head on either side sets the heads; both shared: any head count (one row serves all).
+  grape_m_contextual::params p{std::max(freq_rows, phase_rows), head_dim, phase_rows, {}, {}};
+  p.freqs = finite_doubles(freqs, static_cast<std::int64_t>(freqs.size()), "freqs");
+  p.phases = finite_doubles(phases, static_cast<std::int64_t>(phases.size()), "phases");
+  if (p.freqs.empty()) throw input_error("freqs: must hold head_dim/2 values per row");
+  return grape_m_contextual::make(p);
+}
 
 void bind_grape_m(nb::module_& m) {
   m.def("_grape_m_rotate_qk",

@@ -13,6 +13,7 @@
 
 #include "../kernel_laws/random_call.hpp"
 #include "cpu/attention_decode.hpp"
+#include "grape/check/attention_call.hpp"
 #include "grape/builtins.hpp"
 #include "plain_attention.hpp"
 
@@ -39,7 +40,7 @@ struct decode_case {
     const auto pick = [&](std::int64_t lo, std::int64_t hi) { return lo + u(rng) % (hi - lo + 1); };
     std::normal_distribution<float> g(0.0f, 1.0f);
     heads = fixed_heads > 0 ? fixed_heads : pick(1, 4) * 2;
-    kv_heads = heads % 2 == 0 && pick(0, 1) ? heads / 2 : heads;
+    kv_heads = heads % 2 == 0 && pick(0, 1) && !pairs_heads(inst) ? heads / 2 : heads;
     batch = pick(1, 3);
     block_size = std::array<std::int64_t, 4>{1, 5, 16, 32}[pick(0, 3)];
     hnd = pick(0, 1) == 1;
@@ -111,6 +112,15 @@ struct decode_case {
       r.seq_len = len;
       cpu::rotate_qk(rotation_part(inst), r);
     }
+    if constexpr (cpu::rotates_by_phase<I>) {  // each key turned by the phase of its position
+      std::vector<std::int64_t> positions(static_cast<std::size_t>(len));
+      std::iota(positions.begin(), positions.end(), 0);
+      const cpu::detail::phase_call p = cpu::detail::phase_call_of(inst, positions, kv_heads, kv_heads);
+      cpu::rotate_qk_args r;
+      r.k = {k.data(), k.data(), kv_heads, static_cast<std::int64_t>(k.size()), len * kv_heads * d, kv_heads * d, d};
+      r.seq_len = len;
+      cpu::grape_m_rotate_qk(p.spec, r);
+    }
   }
 
   /// The worst difference of the output (and lse / 8) from the float64 dense reference.
@@ -160,7 +170,7 @@ void matches_reference(std::uint64_t seed, bool given_positions, std::int64_t ma
   std::mt19937_64 rng(seed);
   const auto inst = E::make(E::random_params(rng));
   std::int64_t heads = 0;
-  if constexpr (requires { inst.bias; }) heads = inst.heads();
+  if constexpr (requires { inst.bias; } || cpu::rotates_by_phase<typename E::instance>) heads = inst.heads();
   decode_case<typename E::instance, T> c(rng, inst, heads, max_len, given_positions);
   cpu::attention_decode(c.inst, c.args);
   RC_LOG() << "batch " << c.batch << " heads " << c.heads << "/" << c.kv_heads << " block " << c.block_size
@@ -182,6 +192,8 @@ TEST(AttentionDecode, MatchesTheDenseReference) {
   property("fox", 86, 8, [](std::uint64_t s) { matches_reference<fox>(s, false); });
   property("rope_alibi", 87, 8, [](std::uint64_t s) { matches_reference<rope_alibi>(s, true); });
   property("grape_m", 88, 6, [](std::uint64_t s) { matches_reference<grape_m>(s, false); });
+  property("grape_m_contextual", 80, 8, [](std::uint64_t s) { matches_reference<grape_m_contextual>(s, s % 2 == 1); });
+  property("grape_ap_relative", 79, 6, [](std::uint64_t s) { matches_reference<grape_ap_relative>(s, s % 2 == 1); });
   // Past 1024 cached tokens a sequence is split over work items whose softmaxes merge by lse.
   property("rope, long", 89, 6, [](std::uint64_t s) { matches_reference<rope>(s, s % 2 == 1, 3500); });
   property("alibi, long", 90, 4, [](std::uint64_t s) { matches_reference<alibi>(s, false, 3500); });

@@ -1,7 +1,8 @@
 // The parameter gradients of cpu::attention_backward against float64 central differences of the
 // dense reference (backward_check.hpp), along random directions over the parameters: the biases'
-// (ALiBi's slopes, T5's table, FoX's log forget gates, gated GRAPE-A's ω and gates) and the
-// rotation's frequencies, by perturbing the instance itself.
+// (ALiBi's slopes, T5's table, FoX's log forget gates, gated GRAPE-A's ω and gates, GRAPE-AP's
+// projections), the rotation's frequencies and contextual GRAPE-M's frequencies and phases, by
+// perturbing the instance itself.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
@@ -70,6 +71,13 @@ TEST(AttentionBackward, BiasParameterGradientsMatchCentralDifferences) {
       return gated_values_moved(std::move(inst), u, e);
     });
   });
+  property("grape_ap_relative projections", 79, 8, [](std::uint64_t s) {
+    bias_gradient<grape_ap_relative>(s, [](auto inst, const std::vector<double>& u, double e) {
+      const path_integral_bias& b = inst.bias;  // p moved, p̂ renormalised
+      inst.bias = detail::make_path_integral_bias(b.num_heads, b.dim, b.norm_eps, moved(b.rows, u, e));
+      return inst;
+    });
+  });
   property("fox log forget gates", 73, 8, [](std::uint64_t s) {
     bias_gradient<fox>(s, [](auto inst, const std::vector<double>& u, double e) {
       auto& b = inst.bias;  // prefix sums of log f + e·u
@@ -107,6 +115,55 @@ TEST(AttentionBackward, FrequencyGradientMatchesCentralDifferences) {
       }, r.dfreq, u, 1e-5);
     }
   });
+}
+
+TEST(AttentionBackward, PhaseRotationGradientsMatchCentralDifferences) {
+  using E = grape_m_contextual;
+  property("grape_m_contextual frequencies and phases", 78, 10, [](std::uint64_t s) {
+    std::mt19937_64 rng(s);
+    const E::params p = E::random_params(rng);
+    attention_call<E::instance, float> c(rng, E::make(p), encoding_heads(E::make(p)), 90, 0, 300);
+    const std::size_t freqs = c.inst.freqs.size(), phases = c.inst.phases.size();
+    const std::vector<float> G = random_like<float>(rng, c.out.size());
+    const backward_result r = run_backward(c.inst, c, G, 0, freqs, phases);
+    const std::vector<double> q = as_double(c.q), k = as_double(c.k), v = as_double(c.v), g = as_double(G);
+    const auto loss = [&](const std::vector<double>& f, const std::vector<double>& phi) {
+      E::instance moved_inst = c.inst;
+      moved_inst.freqs = f, moved_inst.phases = phi;
+      return dense_loss(c, moved_inst, q, k, v, g);
+    };
+    double reach = 1;  // the largest |Φ|: a step in θ turns a plane by Φ times as much
+    for (double phi : c.inst.phases) reach = std::max(reach, std::abs(phi));
+    std::vector<double> one(freqs), all = as_double(random_like<float>(rng, freqs));
+    one[rng() % freqs] = 1.0;
+    for (auto u : {one, all}) {
+      for (std::size_t i = 0; i < freqs; ++i) u[i] *= c.inst.freqs[i] / reach;
+      expect_directional("freqs", [&](double e) { return loss(moved(c.inst.freqs, u, e), c.inst.phases); }, r.dfreq, u,
+                         1e-4);
+    }
+    // Φ of a token the call reads (else the gradient is 0 and says little), then every Φ.
+    std::vector<double> read(phases), every = as_double(random_like<float>(rng, phases));
+    const std::int64_t row = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(c.inst.phase_rows));
+    read[row * c.inst.length + c.position(0, static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(c.len[0])))] = 1.0;
+    for (const auto& u : {read, every})
+      expect_directional("phases", [&](double e) { return loss(c.inst.freqs, moved(c.inst.phases, u, e)); }, r.dphase,
+                         u, 1e-4);
+  });
+}
+
+TEST(AttentionBackward, PhaseGradientsAreRefusedWhereThereAreNoPhases) {
+  std::mt19937_64 rng(5);
+  const auto inst = rope::make(rope::random_params(rng));
+  attention_call<rope::instance, float> c(rng, inst, 0, 20, 0, 100);
+  cpu::attention(c.inst, c.args);
+  std::vector<float> G(c.out.size(), 1.0f), dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
+  double phase = 0;
+  try {
+    cpu::attention_backward(c.inst, c.args, {G.data(), dq.data(), dk.data(), dv.data(), nullptr, nullptr, &phase});
+    FAIL() << "no error";
+  } catch (const input_error& e) {
+    EXPECT_STREQ(e.what(), "grape: grad_phases: only a rotation by per-token phases (rotate_by_phase) has phases");
+  }
 }
 
 }  // namespace

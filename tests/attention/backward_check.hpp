@@ -87,20 +87,21 @@ inline std::vector<std::vector<double>> directions(std::mt19937_64& rng, std::in
 }
 
 struct backward_result {
-  std::vector<double> dq, dk, dv, dbias, dfreq;
+  std::vector<double> dq, dk, dv, dbias, dfreq, dphase;
 };
 
 /// Forward, then backward with a random G; the call's operands and G in float64.
 template <class K, class I, class T>
 backward_result run_backward(const K& kernel_inst, attention_call<I, T>& c, const std::vector<T>& G,
-                             std::size_t bias_params = 0, std::size_t planes = 0) {
+                             std::size_t bias_params = 0, std::size_t planes = 0, std::size_t phases = 0) {
   cpu::attention(kernel_inst, c.args);
   std::vector<T> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
   backward_result r;
   r.dbias.assign(bias_params, 0.0);
   r.dfreq.assign(planes, 0.0);
+  r.dphase.assign(phases, 0.0);
   cpu::attention_grad_args g{G.data(), dq.data(), dk.data(), dv.data(), bias_params ? r.dbias.data() : nullptr,
-                             planes ? r.dfreq.data() : nullptr};
+                             planes ? r.dfreq.data() : nullptr, phases ? r.dphase.data() : nullptr};
   cpu::attention_backward(kernel_inst, c.args, g);
   r.dq = as_double(dq), r.dk = as_double(dk), r.dv = as_double(dv);
   return r;

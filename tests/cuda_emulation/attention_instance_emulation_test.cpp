@@ -11,12 +11,14 @@
 #include <rapidcheck.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "../kernel_laws/random_call.hpp"
 #include "cpu/attention_backward.hpp"
 #include "cuda/instance_attention.hpp"
 #include "cuda/instance_scores.hpp"
+#include "cuda/phase_gather_thread.hpp"
 #include "flash_case.hpp"
 #include "grape/builtins.hpp"
 #include "grape/check/attention_call.hpp"
@@ -27,6 +29,39 @@
 namespace grape {
 namespace {
 
+template <class I>
+constexpr bool rotates = requires(const I& i) { rotation_part(i).rep; } || cpu::rotates_by_phase<I>;
+
+/// Contextual GRAPE-M's spec with the call's phases gathered by the device body over its items.
+struct gathered_phases {
+  std::vector<double> values;
+  cpu::grape_m_spec spec;
+};
+inline gathered_phases gather_phases(const phase_rotation& r, const cpu::rotate_qk_args& qk, std::int64_t total) {
+  gathered_phases g;
+  const cuda::phase_table_call call{r.phase_rows, r.length, cuda::position_source_of(qk), total};
+  g.values.assign(static_cast<std::size_t>(call.items()), std::numeric_limits<double>::quiet_NaN());
+  int error = 0;
+  const cuda::phase_gather gather{call, r.phases.data(), g.values.data(), &error};
+  for (std::int64_t item = 0; item < call.items(); ++item) gather(item);
+  RC_ASSERT(error == 0);
+  g.spec = cpu::detail::grape_m_spec_of(r);
+  g.spec.phases = g.values.data();
+  return g;
+}
+
+/// The rotation cuda::attention applies, into q_rot and k_rot (the inputs' strides): the rotary
+/// kernel (the device's is the CPU's: encode_qk_emulation_test), or for contextual GRAPE-M
+/// GRAPE-M's kernel (the device's is the CPU's: grape_m_emulation_test) on the phases gathered.
+template <class I, class T>
+void rotate_as_the_device(const I& inst, const cpu::rotate_qk_args& qk, std::int64_t total, T* q_rot, T* k_rot) {
+  if constexpr (cpu::rotates_by_phase<I>)
+    cpu::grape_m_rotate_qk(gather_phases(inst, qk, total).spec,
+                           cuda::rotation_into(cpu::detail::without_positions(qk), q_rot, k_rot));
+  else if constexpr (rotates<I>)
+    cpu::rotate_qk(rotation_part(inst), cuda::rotation_into(qk, q_rot, k_rot));
+}
+
 /// The host steps of cuda::attention on a CPU attention call; the output lands in c.out.
 template <class I, class T>
 void emulate_cuda_attention(attention_call<I, T>& c) {
@@ -35,8 +70,8 @@ void emulate_cuda_attention(attention_call<I, T>& c) {
   const void* q = a.qk.q.in;
   const void* k = a.qk.k.in;
   std::vector<T> q_rot(static_cast<std::size_t>(a.qk.q.size)), k_rot(static_cast<std::size_t>(a.qk.k.size));
-  if constexpr (requires { rotation_part(c.inst).rep; }) {
-    cpu::rotate_qk(rotation_part(c.inst), cuda::rotation_into(a.qk, q_rot.data(), k_rot.data()));
+  if constexpr (rotates<I>) {
+    rotate_as_the_device(c.inst, a.qk, c.total, q_rot.data(), k_rot.data());
     q = q_rot.data();
     k = k_rot.data();
   }
@@ -58,7 +93,8 @@ void emulate_cuda_attention(attention_call<I, T>& c) {
 
 /// The host steps of cuda::attention_backward after cpu::attention's forward (its out and lse):
 /// the rotation again, the flash backward into the rotated operands' gradients (and the bias
-/// parameters' gradient through its partials), the rotation's transpose; against
+/// parameters' gradient through its partials), contextual GRAPE-M's θ and Φ gradients (the
+/// per-token ones scattered by the device body), the rotation's transpose; against
 /// cpu::attention_backward, the largest difference over the largest entry of each gradient.
 template <class I>
 double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
@@ -78,38 +114,68 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
     rows.assign(static_cast<std::size_t>(scores.row_slots() * c.heads * c.total), 0.0);
     cols.assign(static_cast<std::size_t>(scores.col_slots() * c.heads * c.total), 0.0);
   }
+  constexpr bool by_phase = cpu::rotates_by_phase<I>;
+  std::vector<double> want_dfreq, want_dphase, dfreq, dphase;
+  if constexpr (by_phase) {
+    want_dfreq.assign(c.inst.freqs.size(), 0.0);
+    want_dphase.assign(c.inst.phases.size(), 0.0);
+    dfreq.assign(want_dfreq.size(), 0.0);
+    dphase.assign(want_dphase.size(), std::numeric_limits<double>::quiet_NaN());
+  }
   cpu::attention_backward(c.inst, c.args,
                           {dout.data(), want_dq.data(), want_dk.data(), want_dv.data(),
-                           bias_grads ? want_grad_bias.data() : nullptr});
+                           bias_grads ? want_grad_bias.data() : nullptr, by_phase ? want_dfreq.data() : nullptr,
+                           by_phase ? want_dphase.data() : nullptr});
 
   cpu::attention_args a = c.args;
   if (a.qk.cu_seqlens) a.qk.seq_len = *std::max_element(c.len.begin(), c.len.end());
   std::vector<float> q_rot(c.q.size()), k_rot(c.k.size()), dq_rot(c.q.size()), dk_rot(c.k.size());
   std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
-  constexpr bool rotates = requires { rotation_part(c.inst).rep; };
-  if constexpr (rotates) cpu::rotate_qk(rotation_part(c.inst), cuda::rotation_into(a.qk, q_rot.data(), k_rot.data()));
+  constexpr bool rotated = rotates<I>;
+  if constexpr (rotated) rotate_as_the_device(c.inst, a.qk, c.total, q_rot.data(), k_rot.data());
   std::vector<std::int64_t> positions;
   if (!decltype(scores)::none && cuda::has_bias_positions(a.qk))
     for (std::int64_t t = 0; t < c.total; ++t) positions.push_back(cuda::position_source_of(a.qk).at(t));
   int error = 0;
   const cuda::flash_operands ops =
-      cuda::attention_operands(a, rotates ? q_rot.data() : a.qk.q.in, rotates ? k_rot.data() : a.qk.k.in,
+      cuda::attention_operands(a, rotated ? q_rot.data() : a.qk.q.in, rotated ? k_rot.data() : a.qk.k.in,
                                positions.empty() ? nullptr : positions.data(), c.d, c.total, &error);
   const cuda::flash_grads fg{dout.data(),
-                             rotates ? dq_rot.data() : dq.data(),
-                             rotates ? dk_rot.data() : dk.data(),
+                             rotated ? dq_rot.data() : dq.data(),
+                             rotated ? dk_rot.data() : dk.data(),
                              dv.data(),
                              bias_grads ? grad_bias.data() : nullptr,
                              rows.data(),
                              cols.empty() ? nullptr : cols.data()};
   const cuda::flash_plan plan = cuda::plan_flash_backward(ops, 150 * 1024);
   flash_test::emulate_backward<float>(ops, fg, plan, scores);
-  if constexpr (rotates)
+  if constexpr (by_phase) {
+    const gathered_phases g = gather_phases(c.inst, a.qk, c.total);
+    const cpu::rotate_qk_args forward = cpu::detail::without_positions(a.qk);
+    std::vector<double> per_token(g.values.size()), origins(g.values.size());
+    const cuda::phase_table_call call{c.inst.phase_rows, c.inst.length, cuda::position_source_of(a.qk), c.total};
+    const cuda::phase_origin origin{call, g.values.data(), origins.data()};
+    for (std::int64_t item = 0; item < call.items(); ++item) origin(item);
+    cpu::grape_m_spec spec = g.spec;
+    spec.phase_origin = origins.data();
+    cpu::grape_m_param_grads(spec, forward, dq_rot.data(), dk_rot.data(), {dfreq.data(), per_token.data()});
+    std::fill(dphase.begin(), dphase.end(), 0.0);  // as the launch zeroes it
+    const cuda::phase_scatter scatter{call, per_token.data(), dphase.data()};
+    for (std::int64_t item = 0; item < call.items(); ++item) scatter(item);
+    cpu::grape_m_rotate_qk_backward(g.spec, cpu::detail::without_positions(cuda::rotation_back(
+                                                a.qk, dq_rot.data(), dk_rot.data(), dq.data(), dk.data(), c.total, c.d)));
+  } else if constexpr (rotated) {
     cpu::rotate_qk_backward(rotation_part(c.inst),
                             cuda::rotation_back(a.qk, dq_rot.data(), dk_rot.data(), dq.data(), dk.data(), c.total, c.d));
+  }
   RC_ASSERT(error == 0);
-  const auto relative = [](const auto& got, const auto& want) {
-    double diff = 0, scale = 1e-30;
+  // Each gradient's largest difference over its largest entry, or over 10⁻³ of dL/dV's largest
+  // (the size of dL/dO) where the gradient is 0 in exact arithmetic (one token: dQ, dK, dΦ) and
+  // both sides hold only their float32 rounding.
+  double floor = 1e-30;
+  for (float x : want_dv) floor = std::max(floor, 1e-3 * std::abs(static_cast<double>(x)));
+  const auto relative = [floor](const auto& got, const auto& want) {
+    double diff = 0, scale = floor;
     for (std::size_t e = 0; e < got.size(); ++e) {
       diff = std::max(diff, std::abs(static_cast<double>(got[e]) - static_cast<double>(want[e])));
       scale = std::max(scale, std::abs(static_cast<double>(want[e])));
@@ -118,7 +184,8 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
   };
   RC_ASSERT(grad_bias.size() == want_grad_bias.size());
   return std::max({relative(dq, want_dq), relative(dk, want_dk), relative(dv, want_dv),
-                   bias_grads ? relative(grad_bias, want_grad_bias) : 0.0});
+                   bias_grads ? relative(grad_bias, want_grad_bias) : 0.0,
+                   by_phase ? std::max(relative(dfreq, want_dfreq), relative(dphase, want_dphase)) : 0.0});
 }
 
 /// A random instance of E whose head_dim the flash tiles take (a multiple of 16).
@@ -126,7 +193,12 @@ template <class E>
 typename E::instance instance_of(std::mt19937_64& rng) {
   auto p = E::random_params(rng);
   const auto round_up = [](int d) { return std::max(16, (d + 15) / 16 * 16); };
-  if constexpr (requires { p.head_dim; }) p.head_dim = round_up(p.head_dim);
+  if constexpr (requires { p.phases; }) {  // contextual GRAPE-M: θ's rows redrawn for the new width
+    const std::size_t rows = p.freqs.size() / static_cast<std::size_t>(p.head_dim / 2);
+    p.head_dim = round_up(p.head_dim);
+    p.freqs.resize(rows * static_cast<std::size_t>(p.head_dim / 2));
+    for (auto& f : p.freqs) f = detail::log_uniform(rng, 1e-4, 2.0);
+  } else if constexpr (requires { p.head_dim; }) p.head_dim = round_up(p.head_dim);
   else if constexpr (requires { p.rotary.head_dim; }) p.rotary.head_dim = round_up(p.rotary.head_dim);
   return E::make(p);
 }
@@ -149,6 +221,7 @@ TEST(AttentionInstanceEmulation, RotationsMatchTheDenseReference) {
   property("rope f16", 72, 5, [](std::uint64_t s) { matches_reference<rope, Eigen::half>(s, 1000); });
   property("rope bf16", 73, 5, [](std::uint64_t s) { matches_reference<rope, Eigen::bfloat16>(s, 1000); });
   property("xpos", 74, 5, [](std::uint64_t s) { matches_reference<xpos>(s, 0, 200); });
+  property("grape_m_contextual", 79, 8, [](std::uint64_t s) { matches_reference<grape_m_contextual>(s, 0, 450); });
 }
 
 TEST(AttentionInstanceEmulation, ScoreBiasesAndCompositionsMatchTheDenseReference) {
@@ -187,6 +260,7 @@ TEST(AttentionInstanceEmulation, BackwardMatchesTheCpuBackward) {
   property("t5", 91, 6, [](std::uint64_t s) { backward_matches_the_cpu<t5_buckets>(s, 0); });
   property("grape_a_key_gated", 92, 6, [](std::uint64_t s) { backward_matches_the_cpu<grape_a_key_gated>(s, 0); });
   property("grape_a_qk_gated", 93, 6, [](std::uint64_t s) { backward_matches_the_cpu<grape_a_qk_gated>(s, 0); });
+  property("grape_m_contextual", 94, 8, [](std::uint64_t s) { backward_matches_the_cpu<grape_m_contextual>(s, 0); });
   property("grape_a (lift)", 95, 6, [](std::uint64_t s) { backward_matches_the_cpu<grape_a>(s, 200); });
   property("log_distance", 88, 6, [](std::uint64_t s) { backward_matches_the_cpu<log_distance>(s, 0); });
   property("quaternion_rope", 89, 6, [](std::uint64_t s) { backward_matches_the_cpu<quaternion_rope<>>(s, 1000); });

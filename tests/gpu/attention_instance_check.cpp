@@ -1,8 +1,9 @@
 // The GPU check's part for cuda::attention(device_attention(instance), args)
 // (kernels/cuda/attention_instance.hpp) against cpu::attention(instance, args) on the same random
 // call: built-in rotations and biases (RoPE, RoPE + ALiBi, FoX with per-sequence offsets) and the
-// tutorial's own encodings (a score view, a representation's view), f32 and bf16, padded batches;
-// the backward too, with the bias parameters' gradient (ALiBi's slopes, FoX's gates).
+// tutorial's own encodings (a score view, a representation's view), contextual GRAPE-M (phases per
+// head), f32 and bf16, padded batches; the backward too, with the bias parameters' gradient
+// (ALiBi's slopes, FoX's gates) and GRAPE-M's θ and Φ gradients.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -87,21 +88,36 @@ std::vector<row> compare(const char* name, grape::cpu::dtype type, const Instanc
   if (backward) {  // from the CPU forward's output and log-sum-exp, now on the device
     std::vector<T> dout_host(want.size()), want_dq(q.size()), want_dk(k.size()), want_dv(v.size());
     for (auto& x : dout_host) x = T(g(rng));
-    std::vector<double> want_grad_bias;  // the bias parameters' gradient, where the bias has one
+    // The bias parameters' gradient, where the bias has one; contextual GRAPE-M's θ and Φ gradients.
+    std::vector<double> want_grad_bias, want_grad_freq, want_grad_phase;
     if constexpr (requires { grape::cpu::detail::bias_part(inst)->parameter_count(); })
       want_grad_bias.assign(grape::cpu::detail::bias_part(inst)->parameter_count(), 0.0);
+    if constexpr (grape::cpu::rotates_by_phase<Instance>) {
+      want_grad_freq.assign(inst.freqs.size(), 0.0);
+      want_grad_phase.assign(inst.phases.size(), 0.0);
+    }
+    const auto data_or_null = [](std::vector<double>& x) { return x.empty() ? nullptr : x.data(); };
     grape::cpu::attention_backward(inst, a,
                                    {dout_host.data(), want_dq.data(), want_dk.data(), want_dv.data(),
-                                    want_grad_bias.empty() ? nullptr : want_grad_bias.data()});
+                                    data_or_null(want_grad_bias), data_or_null(want_grad_freq),
+                                    data_or_null(want_grad_phase)});
     CHECK(cudaMemcpy(dout, want.data(), want.size() * sizeof(T), cudaMemcpyHostToDevice));
     T *dgrad_out = to_device(dout_host), *ddq = to_device(want_dq), *ddk = to_device(want_dk), *ddv = to_device(want_dv);
-    double* dgrad_bias = want_grad_bias.empty() ? nullptr : to_device(want_grad_bias);
-    grape::cuda::attention_backward(enc, da, {dgrad_out, ddq, ddk, ddv, dgrad_bias}, tokens, dflag, nullptr);
+    const auto on_device = [](const std::vector<double>& x) { return x.empty() ? nullptr : to_device(x); };
+    double *dgrad_bias = on_device(want_grad_bias), *dgrad_freq = on_device(want_grad_freq),
+           *dgrad_phase = on_device(want_grad_phase);
+    grape::cuda::attention_backward(enc, da, {dgrad_out, ddq, ddk, ddv, dgrad_bias, dgrad_freq, dgrad_phase}, tokens,
+                                    dflag, nullptr);
     CHECK(cudaDeviceSynchronize());
-    std::vector<double> grad_bias(want_grad_bias.size());
-    if (dgrad_bias)
-      CHECK(cudaMemcpy(grad_bias.data(), dgrad_bias, grad_bias.size() * sizeof(double), cudaMemcpyDeviceToHost));
-    cudaFree(dgrad_bias);
+    const auto from_device = [](const double* device, std::size_t n) {
+      std::vector<double> x(n);
+      if (device) CHECK(cudaMemcpy(x.data(), device, n * sizeof(double), cudaMemcpyDeviceToHost));
+      return x;
+    };
+    const std::vector<double> grad_bias = from_device(dgrad_bias, want_grad_bias.size()),
+                              grad_freq = from_device(dgrad_freq, want_grad_freq.size()),
+                              grad_phase = from_device(dgrad_phase, want_grad_phase.size());
+    for (double* p : {dgrad_bias, dgrad_freq, dgrad_phase}) cudaFree(p);
     std::vector<T> dq_got(q.size()), dk_got(k.size()), dv_got(v.size());
     CHECK(cudaMemcpy(dq_got.data(), ddq, q.size() * sizeof(T), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(dk_got.data(), ddk, k.size() * sizeof(T), cudaMemcpyDeviceToHost));
@@ -111,7 +127,8 @@ std::vector<row> compare(const char* name, grape::cpu::dtype type, const Instanc
     std::snprintf(b.name, sizeof b.name, "%s backward", name);
     b.max_error = flag ? 1e30
                        : std::max({relative_error(dq_got, want_dq), relative_error(dk_got, want_dk),
-                                   relative_error(dv_got, want_dv), relative_error(grad_bias, want_grad_bias)});
+                                   relative_error(dv_got, want_dv), relative_error(grad_bias, want_grad_bias),
+                                   relative_error(grad_freq, want_grad_freq), relative_error(grad_phase, want_grad_phase)});
     b.tolerance = type == grape::cpu::dtype::f32 ? 1e-4 : 3e-2;
     rows.push_back(b);
     for (void* p : {static_cast<void*>(dgrad_out), static_cast<void*>(ddq), static_cast<void*>(ddk),
@@ -138,6 +155,10 @@ std::vector<row> attention_instance_rows() {
   const auto fox = grape::fox::make(fox_params);
   const auto log = log_distance::make({8, 64});
   const auto quaternion = quaternion_rope<>::make({64, 10000.0, 7});
+  std::vector<double> thetas(8 * 32);  // contextual GRAPE-M: θ and Φ per head, Φ from 1e4 on
+  for (std::size_t i = 0; i < thetas.size(); ++i) thetas[i] = std::pow(10000.0, -static_cast<double>(i % 32) / 32);
+  const auto phases = grape::grape_m_contextual::cumulative_phases(rng, 8, 1024, 1e4, 0.0);
+  const auto grape_m = grape::grape_m_contextual::make({8, 64, 8, thetas, phases});
   std::vector<row> rows;
   auto add = [&](std::vector<row> more) { rows.insert(rows.end(), more.begin(), more.end()); };
   add(compare<float>("instance rope f32", dtype::f32, rope, 8, 2, true));
@@ -147,6 +168,8 @@ std::vector<row> attention_instance_rows() {
   add(compare<float>("instance log_distance (view) f32", dtype::f32, log, 8, 8, true));
   add(compare<Eigen::bfloat16>("instance log_distance bf16", dtype::bf16, log, 8, 8));
   add(compare<float>("instance quaternion (view) f32", dtype::f32, quaternion, 8, 8, true));
+  add(compare<float>("instance grape_m_contextual f32", dtype::f32, grape_m, 8, 8, true));
+  add(compare<Eigen::bfloat16>("instance grape_m_contextual bf16", dtype::bf16, grape_m, 8, 8));
   return rows;
 }
 

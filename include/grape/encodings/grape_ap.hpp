@@ -38,6 +38,7 @@ struct path_integral_bias {
   std::vector<double> rows;     // [heads, length, P]: p, the row side, as given
   std::vector<double> keys;     // [heads, length, P]: p̂, RMS-normalised
   std::vector<double> offset_cos, offset_sin;  // [length]: cos and sin of φ = ℓ − m = −d, d = m − ℓ
+  double norm_eps = 0;                         // the RMS normalisation's eps
 
   int heads() const { return num_heads; }
   double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
@@ -76,6 +77,60 @@ struct path_integral_bias {
       }
     }
   }
+  // dL/dp inside the fused backward (BiasWithRowGradient): a term's gradient needs every key
+  // before it on the row, dL/dt(m, ℓ) = Σ_{n<ℓ} dL/db(m, n), so the kernel hands over whole rows.
+  // Accumulators: dL/dp on the row side, then dL/dp̂ on the key side, each [heads, length, P].
+  std::size_t parameter_count() const { return static_cast<std::size_t>(num_heads * length * dim); }
+  std::size_t grad_accumulator_size() const { return 2 * parameter_count(); }
+  /// Row m (a position) of head h: keys at positions n[c] with logit gradients ds[c] (0 where masked).
+  void accumulate_row_grad(int h, std::int64_t m, const std::int64_t* n, const float* ds, std::int64_t count,
+                           double* acc) const {
+    thread_local std::vector<double> at_position;  // Σ ds of the keys at each position 0..m
+    at_position.assign(static_cast<std::size_t>(m + 1), 0.0);
+    for (std::int64_t c = 0; c < count; ++c)
+      if (ds[c] != 0.0f && n[c] >= 0 && n[c] <= m) at_position[n[c]] += ds[c];
+    double dt = 0;
+    for (std::int64_t l = 1; l <= m; ++l) {
+      dt += at_position[l - 1];
+      add_term_grad(h, m, l, dt, acc, acc + parameter_count());
+    }
+  }
+  /// dL/dp [heads, length, P] from the summed accumulators: the row side plus the RMS
+  /// normalisation's backward of the key side.
+  void gradient(const double* acc, double* out) const {
+    for (std::int64_t t = 0; t < num_heads * length; ++t)
+      normalisation_grad(t, acc + t * dim, acc + parameter_count() + t * dim, out + t * dim);
+  }
+  /// Adds dt·dt(m, ℓ)/dp_m into d_rows and dt·dt(m, ℓ)/dp̂_ℓ into d_keys (both [heads, length, P]):
+  /// dt/dz = s_h·σ(−z), dz/dp_m = R(ℓ − m)p̂_ℓ/P, dz/dp̂_ℓ = R(ℓ − m)ᵀp_m/P.
+  void add_term_grad(int h, std::int64_t m, std::int64_t l, double dt, double* d_rows, double* d_keys) const {
+    if (dt == 0) return;
+    const int half = dim / 2;
+    const double* x = rows.data() + (h * length + m) * dim;
+    const double* y = keys.data() + (h * length + l) * dim;
+    const double c = offset_cos[m - l], s = offset_sin[m - l];  // of φ = ℓ − m
+    double dot = 0;  // the authors' sign, as term(): R(φ)y = (y1 c + y2 s, −y1 s + y2 c)
+    for (int k = 0; k < half; ++k)
+      dot += x[k] * (y[k] * c + y[k + half] * s) + x[k + half] * (-y[k] * s + y[k + half] * c);
+    const double dz = dt * slopes[h] / (1.0 + std::exp(dot / dim)) / dim;  // σ(−z) = 1/(1 + e^z)
+    double* dx = d_rows + (h * length + m) * dim;
+    double* dy = d_keys + (h * length + l) * dim;
+    for (int k = 0; k < half; ++k) {
+      dx[k] += dz * (y[k] * c + y[k + half] * s);
+      dx[k + half] += dz * (-y[k] * s + y[k + half] * c);
+      dy[k] += dz * (x[k] * c - x[k + half] * s);  // R(φ)ᵀx
+      dy[k + half] += dz * (x[k] * s + x[k + half] * c);
+    }
+  }
+  /// dL/dp of token row t (head·length + token): d_row + the backward of p̂ = p·r,
+  /// r = (mean(p²) + eps)^(−1/2), for g = dL/dp̂: r·g − r³·(p·g)/P·p.
+  void normalisation_grad(std::int64_t t, const double* d_row, const double* d_key, double* out) const {
+    const double* p = rows.data() + t * dim;
+    double mean_square = 0, pg = 0;
+    for (int k = 0; k < dim; ++k) mean_square += p[k] * p[k], pg += p[k] * d_key[k];
+    const double r = 1.0 / std::sqrt(mean_square / dim + norm_eps);
+    for (int k = 0; k < dim; ++k) out[k] = d_row[k] + r * d_key[k] - r * r * r * pg / dim * p[k];
+  }
   void require_in_sequence(std::int64_t m, std::int64_t n, std::int64_t origin) const {
     if (n < origin || m >= origin + length)
       throw input_error(fmt::format("position: ({}, {}) is outside the token sequence [{}, {})", m, n, origin, origin + length));
@@ -105,7 +160,7 @@ inline path_integral_bias make_path_integral_bias(int heads, int p_dim, double n
   if (projections.empty() || projections.size() % per_token != 0)
     throw input_error(fmt::format("projections: must hold heads x length x p_dim values (got {})", projections.size()));
   path_integral_bias b{heads, static_cast<std::int64_t>(projections.size() / per_token), p_dim,
-                       alibi_slopes(heads), projections, projections, {}, {}};
+                       alibi_slopes(heads), projections, projections, {}, {}, norm_eps};
   b.offset_cos.resize(static_cast<std::size_t>(b.length));
   b.offset_sin.resize(static_cast<std::size_t>(b.length));
   for (std::int64_t d = 0; d < b.length; ++d) {

@@ -9,6 +9,9 @@
 // logit's gradient g = dL/db_h(m, n) into an accumulator of grad_accumulator_size() doubles
 // through accumulate_grad (O(1) per logit: a path sum records where its path starts and ends),
 // then gradient() turns the summed accumulator into dL/d(parameters), parameter_count() values.
+// A bias whose terms each need a sum over a row's keys (GRAPE-AP: a term on the path from n to m
+// gets Σ_{n<ℓ} g(m, n)) takes whole rows instead (BiasWithRowGradient): accumulate_row_grad sees
+// one query's gradients over every key of its sequence at once.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +30,15 @@ concept BiasWithGradient = requires(const B& b, const std::array<std::int64_t, 1
   { b.parameter_count() } -> std::convertible_to<std::size_t>;
   { b.grad_accumulator_size() } -> std::convertible_to<std::size_t>;
   b.accumulate_grad(0, p, p, 1.0, acc);
+  b.gradient(sum, acc);
+};
+
+template <class B>
+concept BiasWithRowGradient = requires(const B& b, const std::int64_t* n, const float* ds, double* acc,
+                                       const double* sum) {
+  { b.parameter_count() } -> std::convertible_to<std::size_t>;
+  { b.grad_accumulator_size() } -> std::convertible_to<std::size_t>;
+  b.accumulate_row_grad(0, std::int64_t{0}, n, ds, std::int64_t{0}, acc);
   b.gradient(sum, acc);
 };
 
