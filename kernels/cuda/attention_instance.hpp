@@ -29,7 +29,9 @@
 
 #include "cpu/attention_backward.hpp"
 #include "cuda/attention_cuda.hpp"
+#include "cuda/device_arrays.hpp"
 #include "cuda/device_view.hpp"
+#include "cuda/flash_dispatch.hpp"
 #include "cuda/flash_launch.hpp"
 #include "cuda/grape_m_cuda.hpp"
 #include "cuda/instance_attention.hpp"
@@ -49,10 +51,6 @@ void rotate_qk_backward(const device_encoding<R, Q, K>& enc, const cpu::rotate_q
 
 namespace detail {
 
-inline void cuda_ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: ") + what + ": " + cudaGetErrorString(e));
-}
-
 template <class I>
 struct device_rotation_of {
   using type = std::monostate;
@@ -68,28 +66,17 @@ inline constexpr bool spec_rotation = false;
 template <layout_kind L>
 inline constexpr bool spec_rotation<device_encoding<rotation_planes<1>, L, L>> = true;
 
-/// Device memory for the bias arrays: each placed array is copied once and freed with the owner.
+/// Device memory for the bias arrays (instance_scores' placement): each copied once, freed with
+/// the owner.
 class device_placement {
  public:
-  device_placement() = default;
-  device_placement(const device_placement&) = delete;
-  device_placement& operator=(const device_placement&) = delete;
-  ~device_placement() {
-    for (void* a : arrays_) cudaFree(a);
-  }
   template <class T>
   const T* operator()(const std::vector<T>& values) {
-    if (values.empty()) return nullptr;
-    void* device = nullptr;
-    cuda_ok(cudaMalloc(&device, values.size() * sizeof(T)), "cudaMalloc of a bias array");
-    arrays_.push_back(device);
-    cuda_ok(cudaMemcpy(device, values.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice),
-            "cudaMemcpy of a bias array");
-    return static_cast<const T*>(device);
+    return arrays_.copy(values, "a bias array");
   }
 
  private:
-  std::vector<void*> arrays_;
+  device_arrays arrays_;
 };
 
 /// Contextual GRAPE-M on the device: its frequencies (device_grape_m) and its phase table.
@@ -127,61 +114,6 @@ template <>
 struct device_rotation_of<phase_rotation> {
   using type = device_phase_rotation;
 };
-
-/// Stream-ordered scratch, freed on the stream when it goes out of scope.
-class stream_scratch {
- public:
-  stream_scratch(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes > 0) cuda_ok(cudaMallocAsync(&data_, bytes, stream), "cudaMallocAsync of attention scratch");
-  }
-  ~stream_scratch() {
-    if (data_) cudaFreeAsync(data_, stream_);
-  }
-  stream_scratch(const stream_scratch&) = delete;
-  stream_scratch& operator=(const stream_scratch&) = delete;
-  void* get() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-  cudaStream_t stream_;
-};
-
-/// The flash attention on the encoded operands: the library's checked launch for a built-in
-/// bias, the per-dtype entries of a score view (GRAPE_FLASH_SCORE_VIEW) otherwise.
-template <class Scores>
-void run_flash(const flash_operands& ops, const Scores& scores, cudaStream_t stream) {
-  if constexpr (requires { cuda::flash_attention(ops, scores, stream); }) {
-    cuda::flash_attention(ops, scores, stream);
-  } else {
-    if (ops.tokens == 0 || ops.seq_len == 0) return;
-    const flash_plan plan = plan_flash(ops, shared_memory_limit());
-    require(plan.rows > 0, "head_dim, v_dim: no tile fits the device's shared memory");
-    switch (ops.type) {
-      case cpu::dtype::f32: return launch_flash_f32(ops, plan, scores, stream);
-      case cpu::dtype::f16: return launch_flash_f16(ops, plan, scores, stream);
-      case cpu::dtype::bf16: return launch_flash_bf16(ops, plan, scores, stream);
-    }
-  }
-}
-
-/// The flash backward, dispatched as run_flash.
-template <class Scores>
-void run_flash_backward(const flash_operands& ops, const flash_grads& g, const Scores& scores, cudaStream_t stream) {
-  if constexpr (requires { cuda::flash_attention_backward(ops, g, scores, stream); }) {
-    cuda::flash_attention_backward(ops, g, scores, stream);
-  } else {
-    require(g.grad_bias == nullptr, "grad_bias: a score view gives no parameter gradient (pass null)");
-    check_flash_backward(ops, g);
-    if (ops.tokens == 0 || ops.seq_len == 0) return;
-    const flash_plan plan = plan_flash_backward(ops, shared_memory_limit());
-    require(plan.rows > 0, "head_dim, v_dim: no backward tile fits the device's shared memory");
-    switch (ops.type) {
-      case cpu::dtype::f32: return launch_flash_backward_f32(ops, g, plan, scores, stream);
-      case cpu::dtype::f16: return launch_flash_backward_f16(ops, g, plan, scores, stream);
-      case cpu::dtype::bf16: return launch_flash_backward_bf16(ops, g, plan, scores, stream);
-    }
-  }
-}
 
 /// The rotation of an instance, forward or backward, through the rotary_spec kernels or the view.
 template <class Rotation>
@@ -310,7 +242,7 @@ template <class Instance>
 void attention(const device_attention<Instance>& enc, const cpu::attention_args& a, std::int64_t total_tokens,
                int* device_error_flag, cudaStream_t stream) {
   const detail::encoded_call<Instance> call(enc, a, total_tokens, device_error_flag, stream);
-  detail::run_flash(call.ops, enc.scores(), stream);
+  detail::launch_flash(call.ops, enc.scores(), stream);
 }
 
 /// Backward: dL/dQ, dL/dK, dL/dV (g: dense, the storage type, as cpu::attention_backward's) from
@@ -352,7 +284,7 @@ void attention_backward(const device_attention<Instance>& enc, const cpu::attent
                                 stream);
   const flash_grads fg{g.grad_out, rotates ? dq_rot.get() : g.grad_q, rotates ? dk_rot.get() : g.grad_k, g.grad_v,
                        g.grad_bias};
-  detail::run_flash_backward(call.ops, fg, enc.scores(), stream);
+  detail::launch_flash_backward(call.ops, fg, enc.scores(), stream);
   if constexpr (by_phase) {
     const int rows = call_type::phase_rows(enc);
     const device_phases phases{call.call_phases(), rows};

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/device_arrays.hpp"
 #include "cuda/rotate_qk_cuda.hpp"
 #include "grape/inject/rotate_qk.hpp"
 #include "grape/schedule/spec_check.hpp"
@@ -24,14 +25,8 @@ class device_view {
  public:
   /// Copies every array `host` points into (View::relocate lists them) to device memory.
   explicit device_view(View host) : view_(host) {
-    try {
-      view_.relocate([this](auto*& pointer, std::int64_t count) { upload(pointer, count); });
-    } catch (...) {
-      release();
-      throw;
-    }
+    view_.relocate([this](auto*& pointer, std::int64_t count) { pointer = arrays_.copy(pointer, count, "a view array"); });
   }
-  ~device_view() { release(); }
   device_view(const device_view&) = delete;
   device_view& operator=(const device_view&) = delete;
 
@@ -39,25 +34,8 @@ class device_view {
   const View& view() const { return view_; }
 
  private:
-  template <class T>
-  void upload(const T*& pointer, std::int64_t count) {
-    if (pointer == nullptr || count <= 0) return;
-    void* device = nullptr;
-    const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(T);
-    if (cudaError_t e = cudaMalloc(&device, bytes); e != cudaSuccess)
-      throw std::runtime_error(std::string("grape: cudaMalloc of a view array: ") + cudaGetErrorString(e));
-    arrays_.push_back(device);
-    if (cudaError_t e = cudaMemcpy(device, pointer, bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
-      throw std::runtime_error(std::string("grape: cudaMemcpy of a view array: ") + cudaGetErrorString(e));
-    pointer = static_cast<const T*>(device);
-  }
-  void release() {
-    for (void* a : arrays_) cudaFree(a);
-    arrays_.clear();
-  }
-
+  device_arrays arrays_;  // before view_: a throwing copy frees what was copied
   View view_;
-  std::vector<void*> arrays_;
 };
 
 /// A rotate_qk instance on the device: cuda::rotate_qk(encoding, args, ...) (encode_qk.cuh).

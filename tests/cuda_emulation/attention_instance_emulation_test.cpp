@@ -62,33 +62,49 @@ void rotate_as_the_device(const I& inst, const cpu::rotate_qk_args& qk, std::int
     cpu::rotate_qk(rotation_part(inst), cuda::rotation_into(qk, q_rot, k_rot));
 }
 
+/// What cuda::attention hands the flash program for a CPU call: the call's arguments as the device
+/// takes them (seq_len the longest sequence when packed), Q and K rotated as the device rotates
+/// them into buffers of the inputs' strides, each token's bias position where the scores read one
+/// (the device kernel's body), and the flash operands over them.
+template <class I, class T>
+struct device_operands {
+  cpu::attention_args a;
+  std::vector<T> q_rot, k_rot;
+  std::vector<std::int64_t> positions;
+  int error = 0;
+  cuda::flash_operands ops;
+
+  device_operands(const attention_call<I, T>& c, bool bias_positions) : a(c.args) {
+    if (a.qk.cu_seqlens) a.qk.seq_len = *std::max_element(c.len.begin(), c.len.end());
+    const void* q = a.qk.q.in;
+    const void* k = a.qk.k.in;
+    if constexpr (rotates<I>) {
+      q_rot.resize(static_cast<std::size_t>(a.qk.q.size));
+      k_rot.resize(static_cast<std::size_t>(a.qk.k.size));
+      rotate_as_the_device(c.inst, a.qk, c.total, q_rot.data(), k_rot.data());
+      q = q_rot.data();
+      k = k_rot.data();
+    }
+    if (bias_positions && cuda::has_bias_positions(a.qk))
+      for (std::int64_t t = 0; t < c.total; ++t) positions.push_back(cuda::position_source_of(a.qk).at(t));
+    ops = cuda::attention_operands(a, q, k, positions.empty() ? nullptr : positions.data(), c.inst.content_dim(),
+                                   c.total, &error);
+  }
+  device_operands(const device_operands&) = delete;  // ops points into the members
+  device_operands& operator=(const device_operands&) = delete;
+};
+
 /// The host steps of cuda::attention on a CPU attention call; the output lands in c.out.
 template <class I, class T>
 void emulate_cuda_attention(attention_call<I, T>& c) {
-  cpu::attention_args a = c.args;
-  if (a.qk.cu_seqlens) a.qk.seq_len = *std::max_element(c.len.begin(), c.len.end());  // the longest sequence
-  const void* q = a.qk.q.in;
-  const void* k = a.qk.k.in;
-  std::vector<T> q_rot(static_cast<std::size_t>(a.qk.q.size)), k_rot(static_cast<std::size_t>(a.qk.k.size));
-  if constexpr (rotates<I>) {
-    rotate_as_the_device(c.inst, a.qk, c.total, q_rot.data(), k_rot.data());
-    q = q_rot.data();
-    k = k_rot.data();
-  }
   cuda::host_placement place;
   const auto scores = cuda::instance_scores(c.inst, place);
-  std::vector<std::int64_t> positions;
-  if (!decltype(scores)::none && cuda::has_bias_positions(a.qk)) {
-    const cuda::position_source source = cuda::position_source_of(a.qk);
-    for (std::int64_t t = 0; t < c.total; ++t) positions.push_back(source.at(t));
-  }
-  int error = 0;
-  const cuda::flash_operands ops = cuda::attention_operands(a, q, k, positions.empty() ? nullptr : positions.data(),
-                                                            c.inst.content_dim(), c.total, &error);
+  const device_operands<I, T> d(c, !decltype(scores)::none);
+  const cuda::flash_operands& ops = d.ops;
   const cuda::flash_plan plan = cuda::plan_flash(ops, 100 * 1024);
   RC_ASSERT(plan.rows > 0);
   flash_test::emulate<T>(ops, plan, scores);
-  RC_ASSERT(error == 0);
+  RC_ASSERT(d.error == 0);
 }
 
 /// The host steps of cuda::attention_backward after cpu::attention's forward (its out and lse):
@@ -127,19 +143,11 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
                            bias_grads ? want_grad_bias.data() : nullptr, by_phase ? want_dfreq.data() : nullptr,
                            by_phase ? want_dphase.data() : nullptr});
 
-  cpu::attention_args a = c.args;
-  if (a.qk.cu_seqlens) a.qk.seq_len = *std::max_element(c.len.begin(), c.len.end());
-  std::vector<float> q_rot(c.q.size()), k_rot(c.k.size()), dq_rot(c.q.size()), dk_rot(c.k.size());
-  std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
+  const device_operands<I, float> d(c, !decltype(scores)::none);
+  const cpu::attention_args& a = d.a;
+  const cuda::flash_operands& ops = d.ops;
   constexpr bool rotated = rotates<I>;
-  if constexpr (rotated) rotate_as_the_device(c.inst, a.qk, c.total, q_rot.data(), k_rot.data());
-  std::vector<std::int64_t> positions;
-  if (!decltype(scores)::none && cuda::has_bias_positions(a.qk))
-    for (std::int64_t t = 0; t < c.total; ++t) positions.push_back(cuda::position_source_of(a.qk).at(t));
-  int error = 0;
-  const cuda::flash_operands ops =
-      cuda::attention_operands(a, rotated ? q_rot.data() : a.qk.q.in, rotated ? k_rot.data() : a.qk.k.in,
-                               positions.empty() ? nullptr : positions.data(), c.d, c.total, &error);
+  std::vector<float> dq_rot(c.q.size()), dk_rot(c.k.size()), dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
   const cuda::flash_grads fg{dout.data(),
                              rotated ? dq_rot.data() : dq.data(),
                              rotated ? dk_rot.data() : dk.data(),
@@ -168,7 +176,7 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
     cpu::rotate_qk_backward(rotation_part(c.inst),
                             cuda::rotation_back(a.qk, dq_rot.data(), dk_rot.data(), dq.data(), dk.data(), c.total, c.d));
   }
-  RC_ASSERT(error == 0);
+  RC_ASSERT(d.error == 0);
   // Each gradient's largest difference over its largest entry, or over 10⁻³ of dL/dV's largest
   // (the size of dL/dO) where the gradient is 0 in exact arithmetic (one token: dQ, dK, dΦ) and
   // both sides hold only their float32 rounding.

@@ -26,21 +26,6 @@ double peak_tflops() {
   return v ? std::atof(v) : 989.0;
 }
 
-template <class T>
-std::vector<T> download(const T* device, std::size_t count) {
-  std::vector<T> host(count);
-  CHECK(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
-
-template <class T>
-T* upload(const std::vector<T>& host) {
-  T* device = nullptr;
-  CHECK(cudaMalloc(&device, host.size() * sizeof(T)));
-  CHECK(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return device;
-}
-
 /// The forward (and with `backward`, the backward from a random dL/dO) against the CPU's; one row
 /// each.
 template <class T>

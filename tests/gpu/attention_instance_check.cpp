@@ -22,14 +22,6 @@
 namespace grape_gpu {
 namespace {
 
-template <class T>
-T* to_device(const std::vector<T>& host) {
-  T* device = nullptr;
-  CHECK(cudaMalloc(&device, std::max<std::size_t>(1, host.size()) * sizeof(T)));
-  CHECK(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return device;
-}
-
 /// One row (two with the backward): the largest output difference between the device and the CPU,
 /// and the backward's largest gradient difference over the largest gradient.
 template <class T, class Instance>
@@ -61,10 +53,10 @@ std::vector<row> compare(const char* name, grape::cpu::dtype type, const Instanc
   a.lse = lse.data();
   grape::cpu::attention(inst, a);
 
-  T *dq = to_device(q), *dk = to_device(k), *dv = to_device(v), *dout = to_device(got);
-  std::int64_t* doffsets = to_device(offsets);
-  int* dflag = to_device(std::vector<int>{0});
-  float* dlse = to_device(lse);
+  T *dq = upload(q), *dk = upload(k), *dv = upload(v), *dout = upload(got);
+  std::int64_t* doffsets = upload(offsets);
+  int* dflag = upload(std::vector<int>{0});
+  float* dlse = upload(lse);
   grape::cpu::attention_args da = a;
   da.qk.q.in = dq;
   da.qk.k.in = dk;
@@ -102,26 +94,19 @@ std::vector<row> compare(const char* name, grape::cpu::dtype type, const Instanc
                                     data_or_null(want_grad_bias), data_or_null(want_grad_freq),
                                     data_or_null(want_grad_phase)});
     CHECK(cudaMemcpy(dout, want.data(), want.size() * sizeof(T), cudaMemcpyHostToDevice));
-    T *dgrad_out = to_device(dout_host), *ddq = to_device(want_dq), *ddk = to_device(want_dk), *ddv = to_device(want_dv);
-    const auto on_device = [](const std::vector<double>& x) { return x.empty() ? nullptr : to_device(x); };
+    T *dgrad_out = upload(dout_host), *ddq = upload(want_dq), *ddk = upload(want_dk), *ddv = upload(want_dv);
+    const auto on_device = [](const std::vector<double>& x) { return x.empty() ? nullptr : upload(x); };
     double *dgrad_bias = on_device(want_grad_bias), *dgrad_freq = on_device(want_grad_freq),
            *dgrad_phase = on_device(want_grad_phase);
     grape::cuda::attention_backward(enc, da, {dgrad_out, ddq, ddk, ddv, dgrad_bias, dgrad_freq, dgrad_phase}, tokens,
                                     dflag, nullptr);
     CHECK(cudaDeviceSynchronize());
-    const auto from_device = [](const double* device, std::size_t n) {
-      std::vector<double> x(n);
-      if (device) CHECK(cudaMemcpy(x.data(), device, n * sizeof(double), cudaMemcpyDeviceToHost));
-      return x;
-    };
-    const std::vector<double> grad_bias = from_device(dgrad_bias, want_grad_bias.size()),
-                              grad_freq = from_device(dgrad_freq, want_grad_freq.size()),
-                              grad_phase = from_device(dgrad_phase, want_grad_phase.size());
+    const std::vector<double> grad_bias = download(dgrad_bias, want_grad_bias.size()),
+                              grad_freq = download(dgrad_freq, want_grad_freq.size()),
+                              grad_phase = download(dgrad_phase, want_grad_phase.size());
     for (double* p : {dgrad_bias, dgrad_freq, dgrad_phase}) cudaFree(p);
-    std::vector<T> dq_got(q.size()), dk_got(k.size()), dv_got(v.size());
-    CHECK(cudaMemcpy(dq_got.data(), ddq, q.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    CHECK(cudaMemcpy(dk_got.data(), ddk, k.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    CHECK(cudaMemcpy(dv_got.data(), ddv, v.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    const std::vector<T> dq_got = download(ddq, q.size()), dk_got = download(ddk, k.size()),
+                         dv_got = download(ddv, v.size());
     CHECK(cudaMemcpy(&flag, dflag, sizeof(int), cudaMemcpyDeviceToHost));
     row b{};
     std::snprintf(b.name, sizeof b.name, "%s backward", name);

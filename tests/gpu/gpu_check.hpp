@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the GPU check's parts (gpu_check.cu: rotate_qk; paper_check.cpp, compiled by g++:
-// GRAPE-M and the paper's bias tiles; attention_check.cpp: the flash attention): the error check, a result row and the timing helper.
+// GRAPE-M and the paper's bias tiles; attention_check.cpp: the flash attention): the error check,
+// a result row, device copies and the timing helper.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -55,6 +56,22 @@ double relative_error(const std::vector<T>& got, const std::vector<T>& want) {
     scale = std::max(scale, std::abs(static_cast<double>(static_cast<float>(want[e]))));
   }
   return worst / scale;
+}
+
+/// A device copy of `host` (one element at least, so that an empty array still has an address).
+template <class T>
+T* upload(const std::vector<T>& host) {
+  T* device = nullptr;
+  CHECK(cudaMalloc(&device, std::max<std::size_t>(1, host.size()) * sizeof(T)));
+  CHECK(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return device;
+}
+
+template <class T>
+std::vector<T> download(const T* device, std::size_t count) {
+  std::vector<T> host(count);
+  if (count > 0) CHECK(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
 }
 
 /// GRAPE-M's contextual rotation and the gated and path-integral bias tiles (paper_check.cpp).

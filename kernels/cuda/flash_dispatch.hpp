@@ -1,0 +1,104 @@
+#pragma once
+// The host steps of one CUDA flash attention call, forward or backward, for any score functor (a
+// built-in's from flash_scores.hpp, or a score view's): the checks (flash_checks.hpp), the bias
+// gradient's zeroed partials, the tile plan for the device's shared memory, the positions' range
+// check of a bias that reads per-token arrays, and the dispatch on the storage type to the
+// per-dtype launches (flash_*.cu, or GRAPE_FLASH_SCORE_VIEW's). Host code: flash_host.cpp and
+// cuda::attention (attention_instance.hpp) both run it.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "cuda/flash_checks.hpp"
+#include "cuda/flash_launch.hpp"
+
+namespace grape::cuda::detail {
+
+inline void check_cuda_call(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: ") + what + ": " + cudaGetErrorString(e));
+}
+
+/// Stream-ordered device scratch (zeroed on the stream when asked), freed on the stream when it
+/// goes out of scope.
+class stream_scratch {
+ public:
+  stream_scratch(std::size_t bytes, cudaStream_t stream, bool zeroed = false) : stream_(stream) {
+    if (bytes == 0) return;
+    check_cuda_call(cudaMallocAsync(&data_, bytes, stream), "cudaMallocAsync of scratch");
+    if (zeroed) check_cuda_call(cudaMemsetAsync(data_, 0, bytes, stream), "zeroing scratch");
+  }
+  ~stream_scratch() {
+    if (data_) cudaFreeAsync(data_, stream_);
+  }
+  stream_scratch(const stream_scratch&) = delete;
+  stream_scratch& operator=(const stream_scratch&) = delete;
+  void* get() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  cudaStream_t stream_;
+};
+
+/// FoX's and gated GRAPE-A's per-token arrays: a position past them sets the error flag.
+template <class Bias>
+void check_bias_positions(const flash_operands& ops, const Bias& bias, cudaStream_t stream) {
+  if constexpr (std::is_same_v<Bias, fox_scores> || std::is_same_v<Bias, gated_scores>)
+    if (ops.positions) launch_position_check(ops.positions, ops.tokens, bias.length, ops.error, stream);
+}
+
+template <class Bias>
+void launch_flash(const flash_operands& ops, const Bias& bias, cudaStream_t stream) {
+  check_flash(ops);
+  check_flash_bias(ops, bias);
+  if (ops.tokens == 0 || ops.seq_len == 0) return;
+  const flash_plan plan = plan_flash(ops, shared_memory_limit());
+  require(plan.rows > 0,
+          fmt::format("head_dim {}, v_dim {}: no tile fits the device's shared memory", ops.head_dim, ops.v_dim));
+  check_bias_positions(ops, bias, stream);
+  switch (ops.type) {
+    case cpu::dtype::f32: return launch_flash_f32(ops, plan, bias, stream);
+    case cpu::dtype::f16: return launch_flash_f16(ops, plan, bias, stream);
+    case cpu::dtype::bf16: return launch_flash_bf16(ops, plan, bias, stream);
+  }
+}
+
+template <class Bias>
+void launch_flash_backward(const flash_operands& ops, const flash_grads& grads, const Bias& bias,
+                           cudaStream_t stream) {
+  check_flash_backward(ops, grads);
+  check_flash_bias(ops, bias);
+  check_flash_bias_grads(ops, grads, bias);
+  flash_grads g = grads;
+  std::int64_t row_slots = 0, col_slots = 0;
+  if constexpr (has_bias_grads<Bias>::value)
+    if (g.grad_bias) {
+      row_slots = bias.row_slots();
+      col_slots = bias.col_slots();
+      check_cuda_call(
+          cudaMemsetAsync(g.grad_bias, 0, static_cast<std::size_t>(bias.grad_size(ops.q_heads)) * sizeof(double), stream),
+          "zeroing grad_bias");
+    }
+  const auto partials = [&](std::int64_t slots) {
+    return static_cast<std::size_t>(slots * ops.q_heads * ops.tokens) * sizeof(double);
+  };
+  const stream_scratch rows(partials(row_slots), stream, true), cols(partials(col_slots), stream, true);
+  g.row_partials = static_cast<double*>(rows.get());
+  g.col_partials = static_cast<double*>(cols.get());
+  if (ops.tokens == 0 || ops.seq_len == 0) return;
+  const flash_plan plan = plan_flash_backward(ops, shared_memory_limit());
+  require(plan.rows > 0, fmt::format("head_dim {}, v_dim {}: no backward tile fits the device's shared memory",
+                                     ops.head_dim, ops.v_dim));
+  check_bias_positions(ops, bias, stream);
+  switch (ops.type) {
+    case cpu::dtype::f32: return launch_flash_backward_f32(ops, g, plan, bias, stream);
+    case cpu::dtype::f16: return launch_flash_backward_f16(ops, g, plan, bias, stream);
+    case cpu::dtype::bf16: return launch_flash_backward_bf16(ops, g, plan, bias, stream);
+  }
+}
+
+}  // namespace grape::cuda::detail
