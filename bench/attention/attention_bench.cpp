@@ -122,8 +122,11 @@ typename E::params with_heads(typename E::params p, std::int64_t heads) {
   return p;
 }
 
+/// The backward against plain attention's backward (dQ, dK, dV only); with `params`, the
+/// encoding's parameter gradients too (a bias's, contextual GRAPE-M's θ and Φ).
 template <class Instance>
-void backward_case(benchmark::State& state, const std::string& name, const Instance& inst, bool causal, int threads) {
+void backward_case(benchmark::State& state, const std::string& name, const Instance& inst, bool causal, int threads,
+                   bool params = false) {
   problem p(2048, 8, 8, 128, causal, threads);
   std::vector<float> lse(static_cast<std::size_t>(p.tokens * p.heads)), grad_out(p.out.size(), 1e-2f);
   std::vector<float> dq(p.q.size()), dk(p.k.size()), dv(p.v.size());
@@ -131,13 +134,21 @@ void backward_case(benchmark::State& state, const std::string& name, const Insta
   std::mt19937_64 rng(2);
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (auto& x : grad_out) x = g(rng);
-  const cpu::attention_grad_args grads{grad_out.data(), dq.data(), dk.data(), dv.data(), nullptr, nullptr};
+  std::vector<double> d_bias, d_freq, d_phase;
+  if constexpr (requires { inst.bias.parameter_count(); })
+    if (params) d_bias.resize(inst.bias.parameter_count());
+  if constexpr (cpu::rotates_by_phase<Instance>)
+    if (params) d_freq.resize(inst.freqs.size()), d_phase.resize(inst.phases.size());
+  const auto data_or_null = [](std::vector<double>& x) { return x.empty() ? nullptr : x.data(); };
+  const cpu::attention_grad_args plain_grads{grad_out.data(), dq.data(), dk.data(), dv.data()};
+  const cpu::attention_grad_args grads{grad_out.data(),      dq.data(),           dk.data(), dv.data(),
+                                       data_or_null(d_bias), data_or_null(d_freq), data_or_null(d_phase)};
   gemm gm;
   std::vector<double> ratio, overhead, over_forward;
   for (auto _ : state) {
     const double t_gemm = gm.run(threads);
     cpu::attention(cpu::no_encoding{p.d}, p.args);
-    const double t_plain = seconds([&] { cpu::attention_backward(cpu::no_encoding{p.d}, p.args, grads); });
+    const double t_plain = seconds([&] { cpu::attention_backward(cpu::no_encoding{p.d}, p.args, plain_grads); });
     const double t_fwd = seconds([&] { cpu::attention(inst, p.args); });
     const double t_bwd = seconds([&] { cpu::attention_backward(inst, p.args, grads); });
     state.SetIterationTime(t_bwd);
@@ -150,6 +161,24 @@ void backward_case(benchmark::State& state, const std::string& name, const Insta
   state.counters["backward_over_forward"] = median(over_forward);
   fmt::print("case: {} ratio_to_gemm: {:.3f} overhead_vs_plain: {:.3f} backward_over_forward: {:.2f}\n", name,
              median(ratio), median(overhead), median(over_forward));
+}
+
+/// The GRAPE paper's content-dependent encodings over 2048 tokens, 8 heads of 128 channels, as
+/// their authors' models make them: key gates softplus(z) with z ~ N(0, 1) and ω = slope (their init)
+/// (gated GRAPE-A), projections of P = 8 channels (GRAPE-AP), θ of RoPE's base and phases summed
+/// from rates sigmoid(z)/16 (contextual GRAPE-M, a row per head).
+template <class Body>
+void with_paper_instance(const std::string& label, Body&& body) {
+  constexpr int heads = 8, d = 128;
+  constexpr std::int64_t tokens = 2048;
+  std::mt19937_64 rng(5);
+  if (label == "grape_a_key_gated")
+    body(grape_a_key_gated::make({heads, d, {}, detail::normal_vector(rng, heads * tokens)}));
+  else if (label == "grape_ap_relative")
+    body(grape_ap_relative::make({heads, d, 8, 1e-6, detail::normal_vector(rng, heads * tokens * 8)}));
+  else
+    body(grape_m_contextual::make(
+        {heads, d, heads, {}, grape_m_contextual::cumulative_phases(rng, heads, tokens, 0.0, 0.0)}));
 }
 
 /// One sequence of `len` cached tokens, 32 query heads on 8 KV heads of 128 channels, NHD pages of
@@ -352,6 +381,18 @@ int main(int argc, char** argv) {
   }
   register_backward<rope>("rope");
   register_backward<alibi>("alibi");
+  for (const char* label : {"grape_a_key_gated", "grape_ap_relative", "grape_m_contextual"}) {  // causal models
+    for (const int threads : {1, 2}) {
+      const std::string name = fmt::format("{}/T2048/H8/D128/causal/threads{}", label, threads);
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+        with_paper_instance(label, [&](const auto& inst) { attention_case(s, name, inst, true, threads, 8, 8); });
+      })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+    }
+    const std::string name = fmt::format("{}/T2048/H8/D128/causal/threads2/backward_with_params", label);
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+      with_paper_instance(label, [&](const auto& inst) { backward_case(s, name, inst, true, 2, true); });
+    })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+  }
   benchmark::RegisterBenchmark("plain/T2048/H32/KV8/D128/full/threads2", [](benchmark::State& s) {
     attention_case(s, "plain/T2048/H32/KV8/D128/full/threads2", cpu::no_encoding{128}, false, 2, 32, 8);
   })->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);

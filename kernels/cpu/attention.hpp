@@ -90,6 +90,23 @@ struct sequence_bias {
   {
     in.bias->add_tile(static_cast<int>(h), in.pos.data() + first + i0, rows, in.pos.data() + first + j0, cols, S, ld);
   }
+  /// A bias whose rows are cheaper computed once per query block than once per tile (GRAPE-AP's
+  /// suffix sums): the forward asks for the block's rows, then adds each tile from them.
+  struct rows_of_block {
+    typename bias_type::row_block block;
+    const std::int64_t* pos;  // the sequence's positions
+    std::int64_t i0;
+    void add_tile(std::int64_t, std::int64_t i, std::int64_t rows, std::int64_t j0, std::int64_t cols, float* S,
+                  std::int64_t ld) const {
+      block.add_tile(i - i0, rows, pos + j0, cols, S, ld);
+    }
+  };
+  rows_of_block row_block(std::int64_t h, std::int64_t i0, std::int64_t rows) const
+    requires requires(const bias_type& b, const std::int64_t* m) { b.rows_at(0, m, std::int64_t{1}); }
+  {
+    const std::int64_t* pos = in.pos.data() + first;
+    return {in.bias->rows_at(static_cast<int>(h), pos + i0, rows), pos, i0};
+  }
 };
 
 /// The flash loop over every sequence, then the output in the storage type.

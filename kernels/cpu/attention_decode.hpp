@@ -23,12 +23,14 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
 #include "cpu/attention.hpp"
 #include "cpu/decode_rows.hpp"
 #include "cpu/launch.hpp"
+#include "grape/inject/offset_tile.hpp"
 
 namespace grape::cpu {
 
@@ -161,6 +163,10 @@ void attention_decode(const Instance& inst, const decode_args& a) {
     r.threads = a.threads;
     grape_m_rotate_qk(p.spec, r);
   }
+  // A bias that adds whole tiles (TileBias: ALiBi, T5, FoX, GRAPE-AP) gives each work item's keys
+  // as one tile row per head: per offset for ALiBi and T5, one suffix sum for GRAPE-AP's path
+  // (O(query − first key) terms instead of a path per key).
+  constexpr bool tile_bias = requires { requires TileBias<std::remove_cvref_t<decltype(*bias)>>; };
   const auto add_bias = [&] {
     if constexpr (has_bias)
       return [&](std::int64_t h, std::int64_t m, std::int64_t n) {
@@ -187,9 +193,22 @@ void attention_decode(const Instance& inst, const decode_args& a) {
       if (lo > hi) return;
       detail::decode_state st(heads, v_dim);
       Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> S(heads, a.block_size);
-      for (std::int64_t j = lo; j <= hi; j = (j / a.block_size + 1) * a.block_size)
-        detail::decode_page<T>(a, b, j, std::min(hi, (j / a.block_size + 1) * a.block_size - 1),
-                               q.data() + b * heads * d, d, v_dim, q_pos[b], add_bias, st, S);
+      const auto sweep = [&](const auto& bias_of) {
+        for (std::int64_t j = lo; j <= hi; j = (j / a.block_size + 1) * a.block_size)
+          detail::decode_page<T>(a, b, j, std::min(hi, (j / a.block_size + 1) * a.block_size - 1),
+                                 q.data() + b * heads * d, d, v_dim, q_pos[b], bias_of, st, S);
+      };
+      if constexpr (tile_bias) {  // the item's keys at once: one row of a tile per head
+        const std::int64_t n = hi - lo + 1;
+        std::vector<std::int64_t> keys(static_cast<std::size_t>(n));
+        std::iota(keys.begin(), keys.end(), lo);
+        std::vector<float> row(static_cast<std::size_t>(heads * n), 0.0f);
+        for (std::int64_t h = 0; h < heads; ++h)
+          bias->add_tile(static_cast<int>(h), &q_pos[b], 1, keys.data(), n, row.data() + h * n, n);
+        sweep([&](std::int64_t h, std::int64_t, std::int64_t j) { return row[h * n + j - lo]; });
+      } else {
+        sweep(add_bias);
+      }
       const std::size_t at = static_cast<std::size_t>(w * heads);
       for (std::int64_t h = 0; h < heads; ++h) {
         part_max[at + h] = st.row_max[h];

@@ -110,9 +110,9 @@ void backward_key_block(const flash_sequence& s, const flash_gradients& g, std::
   }
 }
 
-/// dQ' of query block [i0, i1) of head h; on_logit(i, j, ds) for the bias's gradient, or null.
+/// backward_query_block's loop over the key blocks, with the bias it is given.
 template <class Bias, class OnLogit>
-void backward_query_block(const flash_sequence& s, const flash_gradients& g, std::int64_t h, std::int64_t i0,
+void backward_query_block_with(const flash_sequence& s, const flash_gradients& g, std::int64_t h, std::int64_t i0,
                           std::int64_t i1, const Bias& bias, const OnLogit* on_logit) {
   flash_matrix P, dS;
   const std::int64_t kh = h / (s.q_heads / s.k_heads);
@@ -124,6 +124,19 @@ void backward_query_block(const flash_sequence& s, const flash_gradients& g, std
     dS.resize(i1 - i0, j1 - j0);
     backward_tile(s, g, h, i0, i1, j0, j1, bias, P, dS, on_logit);
     dQ.noalias() += dS * rows_of(s.k, j0, j1 - j0, s.k_heads, kh, s.qk_dim);
+  }
+}
+
+/// dQ' of query block [i0, i1) of head h; on_logit(i, j, ds) for the bias's gradient, or null. A
+/// bias with row_block (GRAPE-AP) computes the block's rows once, as the forward does.
+template <class Bias, class OnLogit>
+void backward_query_block(const flash_sequence& s, const flash_gradients& g, std::int64_t h, std::int64_t i0,
+                          std::int64_t i1, const Bias& bias, const OnLogit* on_logit) {
+  if constexpr (requires { bias.row_block(h, i0, i1 - i0); }) {
+    const auto block = bias.row_block(h, i0, i1 - i0);
+    return backward_query_block_with(s, g, h, i0, i1, block, on_logit);
+  } else {
+    return backward_query_block_with(s, g, h, i0, i1, bias, on_logit);
   }
 }
 

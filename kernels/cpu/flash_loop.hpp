@@ -74,11 +74,9 @@ void add_bias_and_mask(const flash_sequence& s, const Bias& bias, std::int64_t h
   }
 }
 
-/// Rows [i0, i1) of head h: the online softmax over every key block the mask lets in. The
-/// exponentials and row reductions run on whole tiles (Eigen's vectorised exp); the bias and the
-/// mask through add_bias_and_mask.
+/// flash_rows' loop over the key blocks, with the bias it is given.
 template <class Bias>
-void flash_rows(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias) {
+void flash_rows_with(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias) {
   using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using stride_map = Eigen::Map<const mat, 0, Eigen::OuterStride<>>;
   constexpr float minus_inf = -std::numeric_limits<float>::infinity();
@@ -113,6 +111,20 @@ void flash_rows(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::i
     float* o = s.out + (i * s.q_heads + h) * s.v_dim;
     for (int c = 0; c < s.v_dim; ++c) o[c] = acc(r, c) * inv;
     if (s.lse) s.lse[h * s.lse_stride + s.first + i] = row_max[r] + std::log(row_sum[r]);
+  }
+}
+
+/// Rows [i0, i1) of head h: the online softmax over every key block the mask lets in. The
+/// exponentials and row reductions run on whole tiles (Eigen's vectorised exp); the bias and the
+/// mask through add_bias_and_mask. A bias that gives row_block(h, i0, rows) (its rows computed
+/// once for the block: GRAPE-AP) adds its tiles from that.
+template <class Bias>
+void flash_rows(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias) {
+  if constexpr (requires { bias.row_block(h, i0, i1 - i0); }) {
+    const auto block = bias.row_block(h, i0, i1 - i0);
+    flash_rows_with(s, h, i0, i1, block);
+  } else {
+    flash_rows_with(s, h, i0, i1, bias);
   }
 }
 

@@ -131,6 +131,41 @@ struct path_integral_bias {
     const double r = 1.0 / std::sqrt(mean_square / dim + norm_eps);
     for (int k = 0; k < dim; ++k) out[k] = d_row[k] + r * d_key[k] - r * r * r * pg / dim * p[k];
   }
+  /// The rows of a block of queries at positions m[0..rows) for the fused forward, which visits
+  /// every key tile of the block in turn: each row's suffix sums Σ_{n<ℓ≤m} t(m, ℓ) for every n ≤ m,
+  /// computed once (O(m·P) terms, m + 1 doubles) in the order add_tile sums them, then read per key
+  /// position — instead of O(m − n₀) terms per tile.
+  struct row_block {
+    const path_integral_bias* bias = nullptr;
+    std::vector<std::vector<double>> suffix;  // [rows][n], n = 0..m
+    void add_tile(std::int64_t r0, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
+                  std::int64_t ld) const {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::vector<double>& row = suffix[r0 + r];
+        const std::int64_t m = static_cast<std::int64_t>(row.size()) - 1;
+        for (std::int64_t c = 0; c < cols; ++c) {
+          if (n[c] > m) {
+            S[r * ld + c] += -std::numeric_limits<float>::infinity();
+            continue;
+          }
+          bias->require_in_sequence(m, n[c], 0);
+          S[r * ld + c] += static_cast<float>(row[n[c]]);
+        }
+      }
+    }
+  };
+  row_block rows_at(int h, const std::int64_t* m, std::int64_t rows) const {
+    row_block b{this, std::vector<std::vector<double>>(static_cast<std::size_t>(rows))};
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (m[r] < 0) throw input_error(fmt::format("position: {} is outside the token sequence [0, {})", m[r], length));
+      require_in_sequence(m[r], 0, 0);
+      std::vector<double>& row = b.suffix[r];
+      row.assign(static_cast<std::size_t>(m[r] + 1), 0.0);  // m[r] >= 0: checked above
+      double sum = 0;
+      for (std::int64_t j = m[r] - 1; j >= 0; --j) row[j] = sum += term_at_offset(h, m[r], j + 1);
+    }
+    return b;
+  }
   void require_in_sequence(std::int64_t m, std::int64_t n, std::int64_t origin) const {
     if (n < origin || m >= origin + length)
       throw input_error(fmt::format("position: ({}, {}) is outside the token sequence [{}, {})", m, n, origin, origin + length));
