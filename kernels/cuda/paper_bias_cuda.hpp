@@ -49,14 +49,15 @@ class device_path_integral_bias {
   int heads;
   std::int64_t length;
   int dim;
+  double norm_eps;  // the RMS normalisation's, as the bias was made with
   device_doubles slopes, rows, keys, offset_cos, offset_sin;
 };
 
 /// dL/dp [heads, T, P] of GRAPE-AP's bias from dL/d(tile) G [heads, T, T] over the whole sequence
 /// (T = the bias's length), as cpu::path_integral_grad: float64 device memory; `scratch` holds
-/// heads·T·P doubles of device memory the call overwrites; norm_eps is the one the bias was made with.
-void path_integral_grad(const device_path_integral_bias& bias, double norm_eps, const double* grad_tile,
-                        double* grad_p, double* scratch, cudaStream_t stream);
+/// heads·T·P doubles of device memory the call overwrites.
+void path_integral_grad(const device_path_integral_bias& bias, const double* grad_tile, double* grad_p,
+                        double* scratch, cudaStream_t stream);
 
 /// Writes the tile (tile.out in device memory; tile.threads is not used).
 void bias_tile(const device_gated_bias& bias, const cpu::bias_tile& tile, cudaStream_t stream);

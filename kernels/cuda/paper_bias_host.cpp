@@ -30,7 +30,8 @@ device_gated_bias::device_gated_bias(const bias_instance<gated_linear_bias>& ins
       query_gate(inst.bias.query_gate) {}
 
 device_path_integral_bias::device_path_integral_bias(const bias_instance<path_integral_bias>& inst)
-    : heads(inst.heads()), length(inst.bias.length), dim(inst.bias.dim), slopes(inst.bias.slopes),
+    : heads(inst.heads()), length(inst.bias.length), dim(inst.bias.dim), norm_eps(inst.bias.norm_eps),
+      slopes(inst.bias.slopes),
       rows(inst.bias.rows), keys(inst.bias.keys), offset_cos(inst.bias.offset_cos), offset_sin(inst.bias.offset_sin) {}
 
 void bias_tile(const device_gated_bias& b, const cpu::bias_tile& tile, cudaStream_t stream) {
@@ -48,17 +49,15 @@ void bias_tile(const device_path_integral_bias& b, const cpu::bias_tile& tile, c
                            stream);
 }
 
-void path_integral_grad(const device_path_integral_bias& b, double norm_eps, const double* grad_tile, double* grad_p,
-                        double* scratch, cudaStream_t stream) {
+void path_integral_grad(const device_path_integral_bias& b, const double* grad_tile, double* grad_p, double* scratch,
+                        cudaStream_t stream) {
   if (grad_tile == nullptr || grad_p == nullptr || scratch == nullptr)
     throw input_error("path_integral_grad: grad_tile, grad_p and scratch must not be null");
-  if (!(norm_eps >= 0) || !std::isfinite(norm_eps))
-    throw input_error(fmt::format("norm_eps: must be finite and >= 0 (got {})", norm_eps));
   path_integral_grad_call c;
   c.heads = b.heads;
   c.length = b.length;
   c.dim = b.dim;
-  c.norm_eps = norm_eps;
+  c.norm_eps = b.norm_eps;
   c.slopes = b.slopes.get();
   c.rows = b.rows.get();
   c.keys = b.keys.get();

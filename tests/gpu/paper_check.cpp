@@ -177,7 +177,7 @@ row run_bias(const char* name, const Instance& inst, std::int64_t length, int it
 
 /// GRAPE-AP's dL/dp from a random dL/d(tile) [8, T, T] against cpu::path_integral_grad; its rate
 /// as bytes of the tile gradient read against a memset of them.
-row run_path_integral_grad(const grape::bias_instance<grape::path_integral_bias>& inst, double eps, int iterations) {
+row run_path_integral_grad(const grape::bias_instance<grape::path_integral_bias>& inst, int iterations) {
   const grape::path_integral_bias& b = inst.bias;
   const std::int64_t T = b.length, tile = b.num_heads * T * T, n = b.num_heads * T * b.dim;
   std::mt19937_64 rng(45);
@@ -192,14 +192,14 @@ row run_path_integral_grad(const grape::bias_instance<grape::path_integral_bias>
   const grape::cuda::device_path_integral_bias bias(inst);
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
-  grape::cuda::path_integral_grad(bias, eps, dG, dgrad, dscratch, stream);
+  grape::cuda::path_integral_grad(bias, dG, dgrad, dscratch, stream);
   CHECK(cudaStreamSynchronize(stream));
   CHECK(cudaMemcpy(got.data(), dgrad, n * sizeof(double), cudaMemcpyDeviceToHost));
   grape::cpu::path_integral_grad(b, G.data(), want.data());
   double scale = 1e-300, error = 0;
   for (double w : want) scale = std::max(scale, std::fabs(w));
   for (std::int64_t i = 0; i < n; ++i) error = std::max(error, std::fabs(got[i] - want[i]) / scale);
-  const float kernel_ms = time_ms(stream, iterations, [&] { grape::cuda::path_integral_grad(bias, eps, dG, dgrad, dscratch, stream); });
+  const float kernel_ms = time_ms(stream, iterations, [&] { grape::cuda::path_integral_grad(bias, dG, dgrad, dscratch, stream); });
   const float fill_ms = time_ms(stream, iterations, [&] { CHECK(cudaMemsetAsync(dG, 0, tile * sizeof(double), stream)); });
   row r{};
   std::snprintf(r.name, sizeof r.name, "grape_ap_relative grad 8x%lld^2", static_cast<long long>(T));
@@ -232,7 +232,7 @@ std::vector<row> paper_rows(std::int64_t tokens, int iterations) {
   rows.push_back(run_bias<grape::cuda::device_path_integral_bias>("grape_ap_relative tile 8x2048^2", path, length,
                                                                  std::max(1, iterations / 10)));
   std::vector<double> shorter(projections.begin(), projections.begin() + 8 * 1024 * 16);  // the CPU's grad is O(H·T²·P)
-  rows.push_back(run_path_integral_grad(grape::grape_ap_relative::make({8, 64, 16, 1e-6, shorter}), 1e-6,
+  rows.push_back(run_path_integral_grad(grape::grape_ap_relative::make({8, 64, 16, 1e-6, shorter}),
                                         std::max(1, iterations / 10)));
   return rows;
 }
