@@ -143,26 +143,18 @@ void attention_decode(const Instance& inst, const decode_args& a) {
     const T* in = static_cast<const T*>(a.q);
     for (std::size_t i = 0; i < q.size(); ++i) q[i] = scale * static_cast<float>(in[i]);
   });
-  if constexpr (requires { rotation_part(inst).rep; }) {
-    rotate_qk_args r;
-    r.type = dtype::f32;
-    r.q = {q.data(), q.data(), a.q_heads, static_cast<std::int64_t>(q.size()), a.q_heads * d, a.q_heads * d, d};
-    r.batch = a.batch;
-    r.seq_len = 1;
-    r.position_ids = q_pos.data();
-    r.threads = a.threads;
-    rotate_qk(rotation_part(inst), r);
-  }
-  if constexpr (rotates_by_phase<Instance>) {  // the query turned by the phase at its position
-    const detail::phase_call p = detail::phase_call_of(inst, q_pos, a.q_heads, a.kv_heads);
-    rotate_qk_args r;
-    r.type = dtype::f32;
-    r.q = {q.data(), q.data(), a.q_heads, static_cast<std::int64_t>(q.size()), a.q_heads * d, a.q_heads * d, d};
-    r.batch = a.batch;
-    r.seq_len = 1;
-    r.threads = a.threads;
-    grape_m_rotate_qk(p.spec, r);
-  }
+  // rotate_qk's arguments for the queries: one token per sequence, at its position.
+  rotate_qk_args queries;
+  queries.type = dtype::f32;
+  queries.q = {q.data(), q.data(), a.q_heads, static_cast<std::int64_t>(q.size()), a.q_heads * d, a.q_heads * d, d};
+  queries.batch = a.batch;
+  queries.seq_len = 1;
+  queries.position_ids = q_pos.data();
+  queries.threads = a.threads;
+  if constexpr (requires { rotation_part(inst).rep; }) rotate_qk(rotation_part(inst), queries);
+  if constexpr (rotates_by_phase<Instance>)  // the query turned by the phase at its position
+    grape_m_rotate_qk(detail::phase_call_of(inst, q_pos, a.q_heads, a.kv_heads).spec,
+                      detail::without_positions(queries));
   // A bias that adds whole tiles (TileBias: ALiBi, T5, FoX, GRAPE-AP) gives each work item's keys
   // as one tile row per head: per offset for ALiBi and T5, one suffix sum for GRAPE-AP's path
   // (O(query − first key) terms instead of a path per key).

@@ -92,16 +92,15 @@ std::pair<nb::handle, nb::handle> pair_of(const nb::tuple& t, const char* name, 
 /// forget gates, GRAPE-A's gated bias, GRAPE-AP's path integral or contextual GRAPE-M.
 template <class Body>
 void with_instance(const nb::handle& encoding, const encoding_arrays& arrays, int head_dim, Body&& body) {
-  if (int(arrays.log_forget.has_value()) + int(arrays.grape_a.has_value()) + int(arrays.grape_ap.has_value()) +
-          int(arrays.grape_m.has_value()) > 1)
-    throw input_error("log_forget, grape_a, grape_ap, grape_m: give one");
-  const char* given = arrays.log_forget ? "log_forget"
-                      : arrays.grape_a  ? "grape_a"
-                      : arrays.grape_ap ? "grape_ap"
-                      : arrays.grape_m  ? "grape_m"
-                                        : nullptr;
-  if (given && !encoding.is_none())
-    throw input_error(fmt::format("encoding, {}: give one ({} is the encoding)", given, given));
+  std::vector<const char*> given;
+  for (const auto& [name, is_given] : {std::pair{"log_forget", arrays.log_forget.has_value()},
+                                       std::pair{"grape_a", arrays.grape_a.has_value()},
+                                       std::pair{"grape_ap", arrays.grape_ap.has_value()},
+                                       std::pair{"grape_m", arrays.grape_m.has_value()}})
+    if (is_given) given.push_back(name);
+  if (given.size() > 1) throw input_error("log_forget, grape_a, grape_ap, grape_m: give one");
+  if (!given.empty() && !encoding.is_none())
+    throw input_error(fmt::format("encoding, {}: give one ({} is the encoding)", given[0], given[0]));
   if (const auto& t = arrays.grape_ap) {
     const auto [projections, eps] = pair_of(*t, "grape_ap", "projections, norm_eps");
     return body(bias_instance<path_integral_bias>{path_integral_of(nb::cast<array>(projections), nb::cast<double>(eps)),
