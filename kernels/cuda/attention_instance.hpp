@@ -10,7 +10,7 @@
 // into scratch: the rotary_spec kernels for rotation planes, the representation's view otherwise,
 // GRAPE-M's kernel on the phases gathered at each token's position for contextual GRAPE-M;
 // the bias, if any, becomes the flash loop's functor (instance_scores.hpp: ALiBi, T5, FoX, gated
-// GRAPE-A, or a bias of your own through its score view); then the flash attention runs
+// GRAPE-A, GRAPE-AP, or a bias of your own through its score view); then the flash attention runs
 // (attention_cuda.hpp). What the library has not compiled for your types, one line each in a .cu
 // file (nvcc -std=c++20) instantiates: GRAPE_CUDA_ENCODE_QK(R, layout) (encode_qk.cuh) for a
 // representation other than rotation planes, GRAPE_FLASH_SCORE_VIEW(View) (flash_launch.cuh) for
@@ -249,7 +249,8 @@ void attention(const device_attention<Instance>& enc, const cpu::attention_args&
 /// dL/dO, with the forward's call (its out and lse filled); K and V must share their head count.
 /// The rotation is applied again, the flash backward gives the rotated operands' gradients and
 /// the rotation's transpose takes them back. g.grad_bias (device memory, the CPU's layout): the
-/// built-in biases' parameter gradient (ALiBi, T5, FoX, gated GRAPE-A). Contextual GRAPE-M:
+/// built-in biases' parameter gradient (ALiBi, T5, FoX, gated GRAPE-A, GRAPE-AP's dL/dp: float64
+/// atomics, the last bits vary). Contextual GRAPE-M:
 /// g.grad_inv_freq its dL/dθ [freq_rows, planes] and g.grad_phases its dL/dΦ [phase_rows, length]
 /// (float64 device memory, float64 atomics: the last bits vary), for dense Q and K
 /// ([tokens, heads, head_dim]); for any other rotation g.grad_inv_freq is the CPU's only and must

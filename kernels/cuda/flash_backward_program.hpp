@@ -31,7 +31,7 @@ struct has_bias_grads<B, std::void_t<decltype(std::declval<const B&>().logit_gra
 /// Byte offsets of either backward program's shared memory; tiles are square (`tile` queries and
 /// keys). run_queries keeps dQ where run_keys keeps dK, and does not use dV's.
 struct flash_backward_smem {
-  std::int64_t k, v, q, dout, p, s, dk, dv, d, lse, bytes;
+  std::int64_t k, v, q, dout, p, s, dk, dv, d, lse, walk, bytes;
 };
 
 GRAPE_HOST_DEVICE inline flash_backward_smem flash_backward_smem_of(int element_bytes, int tile, int head_dim,
@@ -48,7 +48,8 @@ GRAPE_HOST_DEVICE inline flash_backward_smem flash_backward_smem_of(int element_
   m.dv = m.dk + align32(t * head_dim * 4);
   m.d = m.dv + align32(t * v_dim * 4);
   m.lse = m.d + align32(t * 4);
-  m.bytes = m.lse + align32(t * 4);
+  m.walk = m.lse + align32(t * 4);
+  m.bytes = m.walk + align32(2 * t * static_cast<std::int64_t>(sizeof(row_state)));  // a walking bias's, twice
   return m;
 }
 
@@ -61,7 +62,8 @@ struct flash_backward_program {
   T* grad_v = nullptr;          // [tokens, k_heads, v_dim]
   int tile = 64;                // queries and keys per tile; threads = 2·tile
   // The bias parameters' gradient (flash_scores.hpp), when row_grads is set: the partials per
-  // query [q_heads, tokens, row_slots] and per key [q_heads, tokens, col_slots] (zeroed), then
+  // query [q_heads, tokens, row_slots] and per key [q_heads, tokens, col_slots] (zeroed), or a
+  // walking bias's accumulators (accumulator_size doubles, zeroed; col_grads unused), then
   // grad_bias (zeroed, grad_size doubles) from finish_bias_grads.
   double* row_grads = nullptr;
   double* col_grads = nullptr;
@@ -72,6 +74,7 @@ struct flash_backward_program {
   struct tiles {
     T *k, *v, *q, *dout, *p;
     float *s, *dk, *dv, *d, *lse;
+    row_state *walk, *grad_walk;  // a walking bias's rows: the bias, and its gradient's running dS
   };
   GRAPE_HOST_DEVICE tiles tiles_of(unsigned char* smem) const {
     const auto at = flash_backward_smem_of(sizeof(T), tile, f.head_dim, f.v_dim);
@@ -79,7 +82,8 @@ struct flash_backward_program {
             reinterpret_cast<T*>(smem + at.q),      reinterpret_cast<T*>(smem + at.dout),
             reinterpret_cast<T*>(smem + at.p),      reinterpret_cast<float*>(smem + at.s),
             reinterpret_cast<float*>(smem + at.dk), reinterpret_cast<float*>(smem + at.dv),
-            reinterpret_cast<float*>(smem + at.d),  reinterpret_cast<float*>(smem + at.lse)};
+            reinterpret_cast<float*>(smem + at.d),  reinterpret_cast<float*>(smem + at.lse),
+            reinterpret_cast<row_state*>(smem + at.walk), reinterpret_cast<row_state*>(smem + at.walk) + tile};
   }
 
   /// Loads the query tile [i0, i0 + here) of head h: Q, dO, L, and D = rowsum(dO ∘ O).
@@ -99,6 +103,10 @@ struct flash_backward_program {
       }
       t.d[r] = d;
       t.lse[r] = l;
+      if constexpr (walks_rows<Bias>::value) {  // a fresh walk for every query tile a program loads
+        t.walk[r] = Bias::row_start(r < here ? f.position(start, i0 + r) : i0 + r);
+        t.grad_walk[r] = Bias::grad_start();
+      }
     });
   }
 
@@ -109,7 +117,7 @@ struct flash_backward_program {
     for_threads(b, [&](int r) {
       if (r >= tile) return;
       const std::int64_t i = i0 + r;
-      const auto bias_row = f.bias.row_of(h, r < rows_here ? f.position(start, i) : i);
+      const auto bias_row = bias_row_of(f.bias, h, r < rows_here ? f.position(start, i) : i, t.walk + r);
       const float l = t.lse[r];
       for (int c = 0; c < tile; ++c) {
         const std::int64_t j = j0 + c;
@@ -128,7 +136,17 @@ struct flash_backward_program {
   /// logit added to its query's row slots (rows: the query programs) or its key's column slots.
   GRAPE_HOST_DEVICE void bias_grads(const block_shape& b, const tiles& t, std::int64_t start, std::int64_t i0,
                                     int rows_here, std::int64_t j0, int cols_here, std::int64_t h, bool rows) const {
-    if constexpr (has_bias_grads<Bias>::value) {
+    if constexpr (walks_rows<Bias>::value) {  // the query programs walk each row up its keys
+      if (!row_grads || !rows) return;
+      for_threads(b, [&](int r) {
+        if (r >= rows_here) return;
+        const std::int64_t m = f.position(start, i0 + r);
+        for (int c = 0; c < cols_here; ++c) {
+          const float g = storage<T>::load(t.p[r * tile + c]) * (t.s[r * tile + c] - t.d[r]);
+          if (g != 0.0f) f.bias.key_grad(h, m, f.position(start, j0 + c), g, t.grad_walk[r], row_grads);
+        }
+      });
+    } else if constexpr (has_bias_grads<Bias>::value) {
       if (!row_grads) return;
       const int slots = rows ? f.bias.row_slots() : f.bias.col_slots();
       if (slots == 0) return;
@@ -150,7 +168,9 @@ struct flash_backward_program {
   /// The bias parameters' gradient of head h from the partials: every token's slots, in the
   /// call's order (one thread per head: the same sums on every run).
   GRAPE_HOST_DEVICE void finish_bias_grads(std::int64_t h) const {
-    if constexpr (has_bias_grads<Bias>::value) {
+    if constexpr (walks_rows<Bias>::value) {
+      f.bias.finish_grad(h, row_grads, grad_bias);
+    } else if constexpr (has_bias_grads<Bias>::value) {
       const int rs = f.bias.row_slots(), cs = f.bias.col_slots();
       for (std::int64_t s = 0; s < batch; ++s) {
         std::int64_t start = 0, len = 0;
@@ -283,6 +303,12 @@ struct flash_backward_program {
       });
     }
     block_sync();
+    if constexpr (walks_rows<Bias>::value) {  // each row's terms above its last key
+      if (row_grads)
+        for_threads(b, [&](int r) {
+          if (r < rows_here) f.bias.end_grad(h, f.position(start, i0 + r), t.grad_walk[r], row_grads);
+        });
+    }
     for_threads(b, [&](int tid) {
       for (int e = tid; e < rows_here * f.head_dim; e += b.threads) {
         const int r = e / f.head_dim, c = e % f.head_dim;

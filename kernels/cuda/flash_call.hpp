@@ -98,11 +98,24 @@ struct flash_grads {
   void* grad_k = nullptr;          // [tokens, k_heads, head_dim]
   void* grad_v = nullptr;          // [tokens, k_heads, v_dim]
   double* grad_bias = nullptr;     // the bias parameters' gradient (grad_size doubles, the CPU's layout), or null
-  // Zeroed partials the bias gradient sums through (flash_backward_program.hpp): [q_heads, tokens,
-  // row_slots] and [q_heads, tokens, col_slots] doubles; the launch makes them, an emulation passes them.
+  // Zeroed partials the bias gradient sums through (flash_backward_program.hpp; bias_partials_size
+  // doubles each); the launch makes them, an emulation passes them.
   double* row_partials = nullptr;
   double* col_partials = nullptr;
 };
+
+/// The doubles of the zeroed partials a bias's gradient sums through (flash_grads): per query
+/// (rows; a walking bias's accumulators) and per key (cols); 0 for a bias without parameters.
+template <class Bias>
+void bias_partials_size(const Bias& bias, int q_heads, std::int64_t tokens, std::int64_t& rows, std::int64_t& cols) {
+  rows = cols = 0;
+  if constexpr (walks_rows<Bias>::value) {
+    rows = bias.accumulator_size(q_heads);
+  } else if constexpr (has_bias_grads<Bias>::value) {
+    rows = static_cast<std::int64_t>(bias.row_slots()) * q_heads * tokens;
+    cols = static_cast<std::int64_t>(bias.col_slots()) * q_heads * tokens;
+  }
+}
 
 /// The backward's square tile (64, 32 or 16 queries and keys) whose shared memory fits; rows 0
 /// when none does.

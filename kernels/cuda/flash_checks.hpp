@@ -109,12 +109,23 @@ inline void check_flash_bias(const flash_operands& ops, const gated_scores& bias
   detail::check_gate_length(ops, bias.length);
 }
 
+inline void check_flash_bias(const flash_operands& ops, const path_integral_scores& bias) {
+  const path_terms& t = bias.terms;
+  detail::require(t.slopes && t.rows && t.keys && t.offset_cos && t.offset_sin && t.length >= 0,
+                  "slopes, rows, keys, offset_cos, offset_sin: must not be null");
+  detail::require(t.dim > 0 && t.dim % 2 == 0, fmt::format("dim: must be even and > 0 (got {})", t.dim));
+  detail::require(t.heads == ops.q_heads,
+                  fmt::format("heads: the path-integral bias must have q_heads = {} heads (got {})", ops.q_heads,
+                              t.heads));
+  detail::check_gate_length(ops, t.length);
+}
+
 /// A bias gradient asked for: the bias must have parameters, and (gated GRAPE-A, T5) the fields
 /// its layout needs.
 template <class Bias>
 void check_flash_bias_grads(const flash_operands& ops, const flash_grads& g, const Bias& bias) {
   if (g.grad_bias == nullptr) return;
-  if constexpr (!has_bias_grads<Bias>::value) {
+  if constexpr (!has_bias_grads<Bias>::value && !walks_rows<Bias>::value) {
     throw input_error("grad_bias: this bias has no parameters (pass null)");
   } else {
     if constexpr (std::is_same_v<Bias, gated_scores>)

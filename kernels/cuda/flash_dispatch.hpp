@@ -44,11 +44,16 @@ class stream_scratch {
   cudaStream_t stream_;
 };
 
-/// FoX's and gated GRAPE-A's per-token arrays: a position past them sets the error flag.
+inline std::int64_t gate_length(const fox_scores& b) { return b.length; }
+inline std::int64_t gate_length(const gated_scores& b) { return b.length; }
+inline std::int64_t gate_length(const path_integral_scores& b) { return b.terms.length; }
+
+/// FoX's, gated GRAPE-A's and GRAPE-AP's per-token arrays: a position past them sets the error flag.
 template <class Bias>
 void check_bias_positions(const flash_operands& ops, const Bias& bias, cudaStream_t stream) {
-  if constexpr (std::is_same_v<Bias, fox_scores> || std::is_same_v<Bias, gated_scores>)
-    if (ops.positions) launch_position_check(ops.positions, ops.tokens, bias.length, ops.error, stream);
+  if constexpr (std::is_same_v<Bias, fox_scores> || std::is_same_v<Bias, gated_scores> ||
+                std::is_same_v<Bias, path_integral_scores>)
+    if (ops.positions) launch_position_check(ops.positions, ops.tokens, gate_length(bias), ops.error, stream);
 }
 
 template <class Bias>
@@ -74,19 +79,16 @@ void launch_flash_backward(const flash_operands& ops, const flash_grads& grads, 
   check_flash_bias(ops, bias);
   check_flash_bias_grads(ops, grads, bias);
   flash_grads g = grads;
-  std::int64_t row_slots = 0, col_slots = 0;
-  if constexpr (has_bias_grads<Bias>::value)
+  std::int64_t row_partials = 0, col_partials = 0;
+  if constexpr (has_bias_grads<Bias>::value || walks_rows<Bias>::value)
     if (g.grad_bias) {
-      row_slots = bias.row_slots();
-      col_slots = bias.col_slots();
+      bias_partials_size(bias, ops.q_heads, ops.tokens, row_partials, col_partials);
       check_cuda_call(
           cudaMemsetAsync(g.grad_bias, 0, static_cast<std::size_t>(bias.grad_size(ops.q_heads)) * sizeof(double), stream),
           "zeroing grad_bias");
     }
-  const auto partials = [&](std::int64_t slots) {
-    return static_cast<std::size_t>(slots * ops.q_heads * ops.tokens) * sizeof(double);
-  };
-  const stream_scratch rows(partials(row_slots), stream, true), cols(partials(col_slots), stream, true);
+  const stream_scratch rows(static_cast<std::size_t>(row_partials) * sizeof(double), stream, true),
+      cols(static_cast<std::size_t>(col_partials) * sizeof(double), stream, true);
   g.row_partials = static_cast<double*>(rows.get());
   g.col_partials = static_cast<double*>(cols.get());
   if (ops.tokens == 0 || ops.seq_len == 0) return;

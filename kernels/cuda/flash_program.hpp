@@ -8,13 +8,14 @@
 // output accumulator in shared memory, the products through tile_mma.hpp (tensor cores for
 // __half/__nv_bfloat16, P rounded to the storage type as flash attention does). Q, K, V are the
 // encoded operands (a rotation already applied, cuda::rotate_qk); the bias is the encoding's score
-// bias. The mask uses each token's index in its sequence, the bias its position (ids or index),
-// as cpu::attention does.
+// bias (GRAPE-AP's walks each row down its keys: path_scores.hpp). The mask uses each token's
+// index in its sequence, the bias its position (ids or index), as cpu::attention does.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "cuda/block_program.hpp"
+#include "cuda/flash_scores.hpp"
 #include "cuda/storage.hpp"
 #include "cuda/tile_mma.hpp"
 #include "grape/config.hpp"
@@ -23,7 +24,7 @@ namespace grape::cuda {
 
 /// Byte offsets of the block's shared memory (each 32-byte aligned, as WMMA loads need).
 struct flash_smem {
-  std::int64_t q, k, v, p, s, o, stats, bytes;
+  std::int64_t q, k, v, p, s, o, stats, walk, bytes;
 };
 
 GRAPE_HOST_DEVICE inline std::int64_t align32(std::int64_t n) { return (n + 31) / 32 * 32; }
@@ -37,7 +38,8 @@ GRAPE_HOST_DEVICE inline flash_smem flash_smem_of(int element_bytes, int rows, i
   m.s = m.p + align32(static_cast<std::int64_t>(rows) * cols * element_bytes);
   m.o = m.s + align32(static_cast<std::int64_t>(rows) * cols * 4);
   m.stats = m.o + align32(static_cast<std::int64_t>(rows) * v_dim * 4);
-  m.bytes = m.stats + align32(static_cast<std::int64_t>(3) * rows * 4);
+  m.walk = m.stats + align32(static_cast<std::int64_t>(3) * rows * 4);
+  m.bytes = m.walk + align32(static_cast<std::int64_t>(rows) * sizeof(row_state));  // a walking bias's rows
   return m;
 }
 
@@ -134,6 +136,8 @@ struct flash_program {
     float* row_max = reinterpret_cast<float*>(smem + at.stats);
     float* row_sum = row_max + rows;
     float* rescale = row_sum + rows;
+    row_state* walk = reinterpret_cast<row_state*>(smem + at.walk);
+    constexpr bool walks = walks_rows<Bias>::value;
 
     load_tile(b, qs, q + (start + i0) * q_token_stride + h * q_head_stride, q_token_stride, rows, here, head_dim);
     for_threads(b, [&](int tid) {
@@ -141,13 +145,17 @@ struct flash_program {
       if (tid < rows) {
         row_max[tid] = minus_inf;
         row_sum[tid] = 0.0f;
+        if constexpr (walks) walk[tid] = Bias::row_start(tid < here ? position(start, i0 + tid) : i0 + tid);
       }
     });
 
     const std::int64_t last = i0 + here - 1;
     std::int64_t j_begin = 0, j_end = 0;
     key_range(i0, last, len, j_begin, j_end);
-    for (std::int64_t j0 = j_begin; j0 < j_end; j0 += cols) {
+    const std::int64_t tiles = j_end > j_begin ? (j_end - j_begin + cols - 1) / cols : 0;
+    for (std::int64_t tile = 0; tile < tiles; ++tile) {
+      // A walking bias goes down the keys, each term once; the online softmax takes any order.
+      const std::int64_t j0 = j_begin + (walks ? tiles - 1 - tile : tile) * cols;
       const int cols_here = static_cast<int>(len - j0 < cols ? len - j0 : cols);
       block_sync();  // the previous tile's products are done with K, V and P
       load_keys(b, ks, vs, start, j0, cols, cols_here, kh, vh);
@@ -162,9 +170,10 @@ struct flash_program {
         float* s = ss + static_cast<std::int64_t>(r) * cols;
         T* p = ps + static_cast<std::int64_t>(r) * cols;
         const std::int64_t i = i0 + r;
-        const auto bias_row = bias.row_of(h, r < here ? position(start, i) : i);
+        const auto bias_row = bias_row_of(bias, h, r < here ? position(start, i) : i, walk + r);
         float best = row_max[r];
-        for (int c = 0; c < cols; ++c) {
+        for (int e = 0; e < cols; ++e) {
+          const int c = walks ? cols - 1 - e : e;
           const std::int64_t j = j0 + c;
           float x = minus_inf;
           if (r < here && c < cols_here && sees(i, j)) {

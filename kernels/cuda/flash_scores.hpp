@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda/block_program.hpp"
+#include "cuda/path_scores.hpp"
 #include "grape/config.hpp"
 #include "grape/math/bias.hpp"
 #include "grape/math/paper_bias.hpp"
@@ -23,6 +24,25 @@ namespace grape::cuda {
 /// query (row, the query programs) or the col_slots() of its key (col, the key programs) — each
 /// slot owned by one thread; then, one thread per head, collect_grad adds every token's slots
 /// into the gradient (the CPU's parameter layout, grad_size(heads) doubles) and close_grad ends it.
+
+/// GRAPE-AP's bias (path_scores.hpp) walks instead: row_of(head, m, state) takes its row's
+/// row_state in shared memory, kept across key tiles.
+template <class B, class = void>
+struct walks_rows : std::false_type {};
+template <class B>
+struct walks_rows<B, std::void_t<decltype(B::row_start(0))>> : std::true_type {};
+
+/// The row functor of query position m; `state` is the row's walk, used by a walking bias only.
+template <class Bias>
+GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE auto bias_row_of(const Bias& b, std::int64_t h, std::int64_t m,
+                                                      row_state* state) {
+  if constexpr (walks_rows<Bias>::value) {
+    return b.row_of(h, m, state);
+  } else {
+    (void)state;
+    return b.row_of(h, m);
+  }
+}
 
 /// No bias: the flash loop skips the call.
 struct no_scores {

@@ -1,10 +1,11 @@
 #pragma once
 // The score bias of an encoding instance as the CUDA flash attention's functor (flash_scores.hpp):
 //
-//   cuda::scores_of(bias, place)   // alibi_scores, t5_scores, fox_scores, gated_scores, or yours
+//   cuda::scores_of(bias, place)   // alibi_scores, t5_scores, fox_scores, gated_scores,
+//                                  // path_integral_scores (GRAPE-AP), or yours
 //
 // The built-in biases are converted once to the functor's arrays (ALiBi's slopes as float, T5's
-// table by distance, FoX's prefix sums, the gates); `place` puts each array where the kernel reads
+// table by distance, FoX's prefix sums, the gates, GRAPE-AP's projections); `place` puts each array where the kernel reads
 // it and returns the pointer: host_placement for the emulation, device memory for a launch
 // (cuda::device_attention, attention.cuh). A bias of your own opts in to the device with
 // `score_view() const`: a ScoreView (below), device-safe like a representation's view.
@@ -22,6 +23,7 @@
 #include "grape/encodings/alibi.hpp"
 #include "grape/encodings/fox.hpp"
 #include "grape/encodings/grape_a_gated.hpp"
+#include "grape/encodings/grape_ap.hpp"
 #include "grape/encodings/t5_buckets.hpp"
 #include "grape/view/concepts.hpp"
 
@@ -85,6 +87,12 @@ template <class Place>
 gated_scores scores_of(const gated_linear_bias& b, Place& place) {
   return {place(b.omega), place(b.key_gate), b.query_gate.empty() ? nullptr : place(b.query_gate), b.length,
           b.num_heads};
+}
+
+template <class Place>
+path_integral_scores scores_of(const path_integral_bias& b, Place& place) {
+  return {{b.num_heads, b.dim, b.length, b.norm_eps, place(b.slopes), place(b.rows), place(b.keys), place(b.offset_cos),
+           place(b.offset_sin)}};
 }
 
 /// A bias of your own, through its score view; its arrays placed like the built-ins'.

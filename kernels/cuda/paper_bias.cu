@@ -1,6 +1,7 @@
 // The GRAPE paper's bias tiles on the device over the CPU's row bodies (cpu/paper_bias_rows.hpp):
 // one thread per element (gated) or per (head, query) row (path integral), grid-stride; and
 // GRAPE-AP's gradient (path_integral_grad_thread.hpp), a pass over rows then one over tokens;
+// gated GRAPE-A's (cpu/gated_linear_grad_items.hpp: the CPU's bodies), tokens then heads;
 // contextual GRAPE-M's phase gather and scatter for cuda::attention (phase_gather_thread.hpp).
 #include <cuda_runtime.h>
 
@@ -50,6 +51,11 @@ void launch_path_integral_grad(const path_integral_grad_call& call, cudaStream_t
   if (e != cudaSuccess) throw std::runtime_error(std::string("grape: cudaMemsetAsync: ") + cudaGetErrorString(e));
   launch_items(path_integral_grad_rows{call}, items, stream);
   launch_items(path_integral_grad_tokens{call}, items, stream);  // after every row: same stream
+}
+
+void launch_gated_linear_grad(const cpu::gated_linear_grad_call& call, cudaStream_t stream) {
+  launch_items(cpu::gated_linear_grad_tokens{call}, static_cast<std::int64_t>(call.heads) * call.length, stream);
+  launch_items(cpu::gated_linear_grad_heads{call}, call.heads, stream);  // after every token: same stream
 }
 
 void launch_phase_gather(const phase_gather& gather, cudaStream_t stream) { launch_items(gather, gather.c.items(), stream); }

@@ -7,7 +7,8 @@
 //
 // The same row bodies as the CPU (float64 per element, rounded once; keys after the query −∞),
 // one thread per element or row. Shapes are checked on the host as the CPU checks them.
-// path_integral_grad: GRAPE-AP's dL/dp from the tile's gradient (path_integral_grad_thread.hpp).
+// path_integral_grad: GRAPE-AP's dL/dp from the tile's gradient (path_integral_grad_thread.hpp);
+// gated_linear_grad: gated GRAPE-A's dL/d(ω, gates) (cpu/gated_linear_grad_items.hpp).
 #include <cstdint>
 #include <vector>
 
@@ -58,6 +59,11 @@ class device_path_integral_bias {
 /// heads·T·P doubles of device memory the call overwrites.
 void path_integral_grad(const device_path_integral_bias& bias, const double* grad_tile, double* grad_p,
                         double* scratch, cudaStream_t stream);
+
+/// dL/d(ω, gates) of gated GRAPE-A's bias from dL/d(tile) G [heads, T, T] over the whole sequence,
+/// as cpu::gated_linear_grad (the same bodies and order: the same bits): float64 device memory,
+/// grad in the bias's parameter layout (ω [heads], key gates [heads, T], query gates [heads, T]).
+void gated_linear_grad(const device_gated_bias& bias, const double* grad_tile, double* grad, cudaStream_t stream);
 
 /// Writes the tile (tile.out in device memory; tile.threads is not used).
 void bias_tile(const device_gated_bias& bias, const cpu::bias_tile& tile, cudaStream_t stream);

@@ -49,6 +49,12 @@ void bias_tile(const device_path_integral_bias& b, const cpu::bias_tile& tile, c
                            stream);
 }
 
+void gated_linear_grad(const device_gated_bias& b, const double* grad_tile, double* grad, cudaStream_t stream) {
+  if (grad_tile == nullptr || grad == nullptr) throw input_error("gated_linear_grad: grad_tile and grad must not be null");
+  detail::launch_gated_linear_grad(
+      {b.heads, b.length, b.omega.get(), b.key_gate.get(), b.query_gate.get(), grad_tile, grad}, stream);
+}
+
 void path_integral_grad(const device_path_integral_bias& b, const double* grad_tile, double* grad_p, double* scratch,
                         cudaStream_t stream) {
   if (grad_tile == nullptr || grad_p == nullptr || scratch == nullptr)

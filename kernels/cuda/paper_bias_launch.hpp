@@ -1,6 +1,7 @@
 #pragma once
-// The launches of the paper's bias tiles and contextual GRAPE-M's phase gather and scatter
+// The launches of the paper's bias tiles, their gradients, and contextual GRAPE-M's phase gather and scatter
 // (paper_bias.cu), called by the host side with bodies over device arrays.
+#include "cpu/gated_linear_grad_items.hpp"
 #include "cpu/paper_bias_rows.hpp"
 #include "cuda/path_integral_grad_thread.hpp"
 #include "cuda/phase_gather_thread.hpp"
@@ -13,6 +14,8 @@ void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t s
 void launch_bias_rows(const cpu::detail::path_integral_rows& rows, cudaStream_t stream);
 /// Both passes of the path-integral gradient (the scratch zeroed first).
 void launch_path_integral_grad(const path_integral_grad_call& call, cudaStream_t stream);
+/// Both passes of gated GRAPE-A's gradient (tokens, then heads).
+void launch_gated_linear_grad(const cpu::gated_linear_grad_call& call, cudaStream_t stream);
 /// The call's phases from the table, their sequences' origins; the table's gradient (table_grads
 /// zeroed first) from the call's.
 void launch_phase_gather(const phase_gather& gather, cudaStream_t stream);

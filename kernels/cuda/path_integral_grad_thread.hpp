@@ -31,32 +31,59 @@ struct path_integral_grad_call {
   double* d_keys = nullptr;            // [heads, T, P]: dL/dp̂, zeroed before rows
 };
 
+/// One term's gradient, dt·dt(m, ℓ)/dp_m into dx (the caller's own, or shared by other blocks:
+/// atomic) and dt·dt(m, ℓ)/dp̂_ℓ into dy (shared: atomic on the device): x = p_m, y = p̂_ℓ, cs and
+/// sn the cos and sin of φ = ℓ − m;
+/// dt/dz = slope·σ(−z), dz/dp_m = R(φ)p̂_ℓ/P, dz/dp̂_ℓ = R(φ)ᵀp_m/P.
+GRAPE_HOST_DEVICE inline void add_path_term_grad(const double* x, const double* y, int P, double cs, double sn,
+                                                 double slope, double dt, double* dx, bool dx_shared,
+                                                 double* dy) {
+  const int half = P / 2;
+  double dot = 0;
+  for (int k = 0; k < half; ++k)
+    dot += x[k] * (y[k] * cs + y[k + half] * sn) + x[k + half] * (-y[k] * sn + y[k + half] * cs);
+  const double dz = dt * slope / (1.0 + exp(dot / P)) / P;  // σ(−z) = 1/(1 + e^z)
+  for (int k = 0; k < half; ++k) {
+    const double dx_lo = dz * (y[k] * cs + y[k + half] * sn), dx_hi = dz * (-y[k] * sn + y[k + half] * cs);
+    if (dx_shared) {
+      add_to(dx + k, dx_lo);
+      add_to(dx + k + half, dx_hi);
+    } else {
+      dx[k] += dx_lo;
+      dx[k + half] += dx_hi;
+    }
+    add_to(dy + k, dz * (x[k] * cs - x[k + half] * sn));  // R(φ)ᵀx
+    add_to(dy + k + half, dz * (x[k] * sn + x[k + half] * cs));
+  }
+}
+
+/// out += the RMS normalisation's backward of gk = dL/dp̂ for p̂ = p·r, r = (mean(p²) + eps)^(−1/2):
+/// r·gk − r³·(p·gk)/P·p.
+GRAPE_HOST_DEVICE inline void add_path_rms_backward(const double* p, const double* gk, int P, double norm_eps,
+                                                    double* out) {
+  double mean_square = 0, pg = 0;
+  for (int k = 0; k < P; ++k) {
+    mean_square += p[k] * p[k];
+    pg += p[k] * gk[k];
+  }
+  const double r = 1.0 / sqrt(mean_square / P + norm_eps);
+  for (int k = 0; k < P; ++k) out[k] += r * gk[k] - r * r * r * pg / P * p[k];
+}
+
 struct path_integral_grad_rows {
   path_integral_grad_call c;
   GRAPE_HOST_DEVICE void operator()(std::int64_t item) const {
     const std::int64_t T = c.length, h = item / T, m = item % T;
-    const int P = c.dim, half = P / 2;
-    const double* x = c.rows + item * P;
+    const int P = c.dim;
     const double* g = c.grad_tile + item * T;
     double* dx = c.grad_p + item * P;
     for (int k = 0; k < P; ++k) dx[k] = 0;
     double dt = 0;  // Σ_{n<ℓ} G[m, n]: every n whose path passes ℓ
     for (std::int64_t l = 1; l <= m; ++l) {
       dt += g[l - 1];
-      if (dt == 0) continue;
-      const double* y = c.keys + (h * T + l) * P;
-      const double cs = c.offset_cos[m - l], sn = c.offset_sin[m - l];  // of φ = ℓ − m
-      double dot = 0;
-      for (int k = 0; k < half; ++k)
-        dot += x[k] * (y[k] * cs + y[k + half] * sn) + x[k + half] * (-y[k] * sn + y[k + half] * cs);
-      const double dz = dt * c.slopes[h] / (1.0 + exp(dot / P)) / P;  // σ(−z) = 1/(1 + e^z)
-      double* dy = c.d_keys + (h * T + l) * P;
-      for (int k = 0; k < half; ++k) {
-        dx[k] += dz * (y[k] * cs + y[k + half] * sn);
-        dx[k + half] += dz * (-y[k] * sn + y[k + half] * cs);
-        add_to(dy + k, dz * (x[k] * cs - x[k + half] * sn));  // R(φ)ᵀx
-        add_to(dy + k + half, dz * (x[k] * sn + x[k + half] * cs));
-      }
+      if (dt != 0)
+        add_path_term_grad(c.rows + item * P, c.keys + (h * T + l) * P, P, c.offset_cos[m - l], c.offset_sin[m - l],
+                           c.slopes[h], dt, dx, false, c.d_keys + (h * T + l) * P);
     }
   }
 };
@@ -64,17 +91,7 @@ struct path_integral_grad_rows {
 struct path_integral_grad_tokens {
   path_integral_grad_call c;
   GRAPE_HOST_DEVICE void operator()(std::int64_t item) const {
-    const int P = c.dim;
-    const double* p = c.rows + item * P;
-    const double* gk = c.d_keys + item * P;
-    double mean_square = 0, pg = 0;
-    for (int k = 0; k < P; ++k) {
-      mean_square += p[k] * p[k];
-      pg += p[k] * gk[k];
-    }
-    const double r = 1.0 / sqrt(mean_square / P + c.norm_eps);
-    double* out = c.grad_p + item * P;
-    for (int k = 0; k < P; ++k) out[k] += r * gk[k] - r * r * r * pg / P * p[k];
+    add_path_rms_backward(c.rows + item * c.dim, c.d_keys + item * c.dim, c.dim, c.norm_eps, c.grad_p + item * c.dim);
   }
 };
 

@@ -212,6 +212,16 @@ def _float32(x):
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
+def _float32_or_64(x):
+    """A C-contiguous NumPy array of x: float64 kept, anything else as float32."""
+    import numpy as np
+    if hasattr(x, "detach"):  # torch
+        x = x.detach().cpu()
+        x = x.numpy() if str(x.dtype) == "torch.float64" else x.float().numpy()
+    x = np.asarray(x)
+    return np.ascontiguousarray(x, dtype=np.float64 if x.dtype == np.float64 else np.float32)
+
+
 def alibi_bias(slopes, q_len, k_len, q_start=0, k_start=0, threads=0):
     """ALiBi's tile b_h(i, j) = -slopes[h] * |i - j| for query positions q_start.. and key
     positions k_start..: float32 [heads, q_len, k_len]. slopes: an AlibiEncoding or per-head values."""
@@ -259,6 +269,20 @@ def grape_a_bias(omega, key_gate, query_gate=None, threads=0):
     gates float32 [heads, seq_len] (softplus outputs) -> float32 [heads, seq_len, seq_len]."""
     return _grape._grape_a_tile(_float32(omega), _float32(key_gate),
                                 None if query_gate is None else _float32(query_gate), threads)
+
+
+def grape_a_bias_grad(omega, key_gate, grad_tile, query_gate=None):
+    """dL/d omega, dL/d key_gate and dL/d query_gate (None when key-gated; float64 [heads],
+    [heads, seq_len], [heads, seq_len]) from dL/d(grape_a_bias tile) ([heads, seq_len, seq_len]; the
+    entries above the diagonal are not read). Inputs float32 or float64; float64 throughout."""
+    import numpy as np
+    kg = _float32_or_64(key_gate)
+    heads, seq = kg.shape if kg.ndim == 2 else (0, 0)
+    out = np.empty(heads * (1 + seq * (1 if query_gate is None else 2)), dtype=np.float64)
+    _grape._grape_a_grad(_float32_or_64(omega), kg, None if query_gate is None else _float32_or_64(query_gate),
+                         _float32_or_64(grad_tile), out)
+    d_query = None if query_gate is None else out[heads + heads * seq:].reshape(heads, seq)
+    return out[:heads], out[heads:heads + heads * seq].reshape(heads, seq), d_query
 
 
 def grape_ap_bias(projections, norm_eps=1e-6, threads=0):

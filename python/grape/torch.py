@@ -410,29 +410,31 @@ class _GrapeABias(_torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_tile):
-        # b[h, i, j] = -(i - j) * omega[h] * (kg[h, j] + qg[h, i]) for j <= i.
+        # grape's kernel per sequence (cpu::gated_linear_grad, float64); omega's gradient summed over them.
         omega, key_gate, query_gate = ctx.saved_tensors
-        t = key_gate.shape[-1]
-        idx = _torch.arange(t, device=grad_tile.device)
-        dist = (idx[:, None] - idx[None, :]).to(_torch.float64)
-        gd = -(grad_tile.to(_torch.float64) * dist).masked_fill(dist < 0, 0.0)  # G * -(i - j), causal part
-        om = omega.to(_torch.float64)[:, None]
-        d_key = om * gd.sum(-2)                                        # over queries i
-        rate_sum = (gd * key_gate.to(_torch.float64)[..., None, :]).sum((-2, -1))
-        d_query = None
-        if ctx.has_query_gate:
-            d_query = om * gd.sum(-1)                                  # over keys j
-            rate_sum = rate_sum + (gd.sum(-1) * query_gate.to(_torch.float64)).sum(-1)
-        d_omega = rate_sum.reshape(-1, omega.shape[0]).sum(0)
-        return (d_omega.to(omega.dtype), d_key.to(key_gate.dtype),
-                None if d_query is None else d_query.to(query_gate.dtype), None)
+        wide = _torch.float64  # float64 kept (the gradient is exact then), anything else as float32
+        cpu = lambda x: x.detach().cpu().to(wide if x.dtype == wide else _torch.float32)
+        lead, (heads, t) = key_gate.shape[:-2], key_gate.shape[-2:]
+        kg = cpu(key_gate).reshape(-1, heads, t)
+        qg = cpu(query_gate).reshape(-1, heads, t) if ctx.has_query_gate else None
+        g = cpu(grad_tile).reshape(-1, heads, t, t)
+        om = cpu(omega).numpy()
+        parts = [_grape.grape_a_bias_grad(om, kg[n].numpy(), g[n].numpy(), None if qg is None else qg[n].numpy())
+                 for n in range(kg.shape[0])]
+        d_omega = sum(_torch.from_numpy(p[0]) for p in parts)
+        d_key = _torch.stack([_torch.from_numpy(p[1]) for p in parts]).reshape(*lead, heads, t)
+        d_query = (_torch.stack([_torch.from_numpy(p[2]) for p in parts]).reshape(*lead, heads, t)
+                   if ctx.has_query_gate else None)
+        back = lambda d, like: d.to(device=like.device, dtype=like.dtype)
+        return (back(d_omega, omega), back(d_key, key_gate),
+                None if d_query is None else back(d_query, query_gate), None)
 
 
 def grape_a_bias(omega, key_gate, query_gate=None, causal_mask_value=float("-inf")):
     """GRAPE-A's content-gated linear bias from grape's kernel (grape_a_key_gated, grape_a_qk_gated):
     b[.., h, i, j] = -(i - j) * omega[h] * (key_gate[.., h, j] (+ query_gate[.., h, i])) for j <= i,
     causal_mask_value above the diagonal. omega [heads]; gates [..., heads, seq] (softplus outputs).
-    Differentiable in all three (the backward in float64 torch operations)."""
+    Differentiable in all three (the backward is grape's kernel in float64, grape.grape_a_bias_grad)."""
     return _GrapeABias.apply(omega, key_gate, query_gate, causal_mask_value)
 
 

@@ -14,6 +14,7 @@
 #include "paper_bias.hpp"
 #include "cpu/embedding.hpp"
 #include "cpu/encode_bias_paper.hpp"
+#include "cpu/gated_linear_grad.hpp"
 #include "cpu/path_integral_grad.hpp"
 #include "cpu/score_bias.hpp"
 #include "grape/detail/error.hpp"
@@ -67,6 +68,31 @@ gated_linear_bias gated_bias_of(const array& omega, const array& key_gate, const
   return {static_cast<int>(heads), seq, finite_doubles(omega, heads, "omega"),
           finite_doubles(key_gate, heads * seq, "key_gate"),
           query_gate ? finite_doubles(*query_gate, heads * seq, "query_gate") : std::vector<double>{}};
+}
+
+/// A whole-sequence tile gradient [heads, T, T] (float32 or float64) as float64; the entries above the
+/// diagonal (masked logits) are never read, the others must be finite.
+std::vector<double> tile_gradient_of(const array& grad_tile, std::int64_t heads, std::int64_t length) {
+  if (grad_tile.ndim() != 3 || static_cast<std::int64_t>(grad_tile.shape(0)) != heads ||
+      static_cast<std::int64_t>(grad_tile.shape(1)) != length || static_cast<std::int64_t>(grad_tile.shape(2)) != length)
+    throw input_error(
+        fmt::format("grad_tile: shape must be [heads, seq_len, seq_len] = [{}, {}, {}]", heads, length, length));
+  const std::int64_t n = heads * length * length;
+  std::vector<double> grad;
+  if (grad_tile.dtype() == nb::dtype<double>()) {
+    const double* g = float64_values(grad_tile, n, "grad_tile");
+    grad.assign(g, g + n);
+  } else {
+    const float* g = float32_values(grad_tile, n, "grad_tile");
+    grad.assign(g, g + n);
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t col = i % length, row = (i / length) % length;
+    if (col <= row && !std::isfinite(grad[i]))
+      throw input_error(fmt::format("grad_tile[{}][{}][{}]: must be finite (got {})", i / (length * length), row, col,
+                                    grad[i]));
+  }
+  return grad;
 }
 
 void bind_bias(nb::module_& m) {
@@ -137,6 +163,17 @@ void bind_bias(nb::module_& m) {
         },
         "omega"_a, "key_gate"_a, "query_gate"_a = nb::none(), "threads"_a = 0, nb::rv_policy::automatic);
 
+  m.def("_grape_a_grad",
+        [](const array& omega, const array& key_gate, std::optional<array> query_gate, const array& grad_tile,
+           const array& grad) {
+          const gated_linear_bias b = gated_bias_of(omega, key_gate, query_gate);
+          const std::vector<double> g = tile_gradient_of(grad_tile, b.num_heads, b.length);
+          double* out = float64_values(grad, static_cast<std::int64_t>(b.parameter_count()), "grad");
+          nb::gil_scoped_release release;
+          cpu::gated_linear_grad(b, g.data(), out);
+        },
+        "omega"_a, "key_gate"_a, "query_gate"_a, "grad_tile"_a, "grad"_a);
+
   m.def("_grape_ap_tile",
         [](const array& projections, double norm_eps, int threads) {
           const path_integral_bias b = path_integral_of(projections, norm_eps);
@@ -152,21 +189,7 @@ void bind_bias(nb::module_& m) {
   m.def("_grape_ap_grad",
         [](const array& projections, double norm_eps, const array& grad_tile, const array& grad_projections) {
           const path_integral_bias b = path_integral_of(projections, norm_eps);
-          if (grad_tile.ndim() != 3 || static_cast<std::int64_t>(grad_tile.shape(0)) != b.num_heads ||
-              static_cast<std::int64_t>(grad_tile.shape(1)) != b.length ||
-              static_cast<std::int64_t>(grad_tile.shape(2)) != b.length)
-            throw input_error(fmt::format("grad_tile: shape must be [heads, seq_len, seq_len] = [{}, {}, {}]",
-                                          b.num_heads, b.length, b.length));
-          const std::int64_t n = b.num_heads * b.length * b.length;
-          const float* g = float32_values(grad_tile, n, "grad_tile");
-          std::vector<double> grad(g, g + n);
-          // The entries above the diagonal (masked logits) are never read; the others must be finite.
-          for (std::int64_t i = 0; i < n; ++i) {
-            const std::int64_t col = i % b.length, row = (i / b.length) % b.length;
-            if (col <= row && !std::isfinite(grad[i]))
-              throw input_error(fmt::format("grad_tile[{}][{}][{}]: must be finite (got {})", i / (b.length * b.length),
-                                            row, col, grad[i]));
-          }
+          const std::vector<double> grad = tile_gradient_of(grad_tile, b.num_heads, b.length);
           double* out = float64_values(grad_projections, b.num_heads * b.length * b.dim, "grad_projections");
           nb::gil_scoped_release release;
           cpu::path_integral_grad(b, grad.data(), out);

@@ -122,13 +122,15 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
   cuda::host_placement place;
   const auto scores = cuda::instance_scores(c.inst, place);
   using scores_type = std::remove_cvref_t<decltype(scores)>;
-  constexpr bool bias_grads = cuda::has_bias_grads<scores_type>::value;
+  constexpr bool bias_grads = cuda::has_bias_grads<scores_type>::value || cuda::walks_rows<scores_type>::value;
   std::vector<double> want_grad_bias, grad_bias, rows, cols;
   if constexpr (bias_grads) {
     want_grad_bias.assign(cpu::detail::bias_part(c.inst)->parameter_count(), 0.0);
     grad_bias.assign(static_cast<std::size_t>(scores.grad_size(static_cast<int>(c.heads))), 0.0);
-    rows.assign(static_cast<std::size_t>(scores.row_slots() * c.heads * c.total), 0.0);
-    cols.assign(static_cast<std::size_t>(scores.col_slots() * c.heads * c.total), 0.0);
+    std::int64_t row_partials = 0, col_partials = 0;
+    cuda::bias_partials_size(scores, static_cast<int>(c.heads), c.total, row_partials, col_partials);
+    rows.assign(static_cast<std::size_t>(row_partials), 0.0);
+    cols.assign(static_cast<std::size_t>(col_partials), 0.0);
   }
   constexpr bool by_phase = cpu::rotates_by_phase<I>;
   std::vector<double> want_dfreq, want_dphase, dfreq, dphase;
@@ -239,6 +241,7 @@ TEST(AttentionInstanceEmulation, ScoreBiasesAndCompositionsMatchTheDenseReferenc
   property("fox", 78, 10, [](std::uint64_t s) { matches_reference<fox>(s, 0); });
   property("grape_a_key_gated", 79, 10, [](std::uint64_t s) { matches_reference<grape_a_key_gated>(s, 0); });
   property("grape_a_qk_gated", 80, 10, [](std::uint64_t s) { matches_reference<grape_a_qk_gated>(s, 0); });
+  property("grape_ap_relative", 96, 10, [](std::uint64_t s) { matches_reference<grape_ap_relative>(s, 0); });
   property("rope_alibi", 81, 10, [](std::uint64_t s) { matches_reference<rope_alibi>(s, 5000); });
   property("grape_a (lift)", 94, 10, [](std::uint64_t s) { matches_reference<grape_a>(s, 200); });
 }
@@ -269,6 +272,7 @@ TEST(AttentionInstanceEmulation, BackwardMatchesTheCpuBackward) {
   property("grape_a_key_gated", 92, 6, [](std::uint64_t s) { backward_matches_the_cpu<grape_a_key_gated>(s, 0); });
   property("grape_a_qk_gated", 93, 6, [](std::uint64_t s) { backward_matches_the_cpu<grape_a_qk_gated>(s, 0); });
   property("grape_m_contextual", 94, 8, [](std::uint64_t s) { backward_matches_the_cpu<grape_m_contextual>(s, 0); });
+  property("grape_ap_relative", 97, 8, [](std::uint64_t s) { backward_matches_the_cpu<grape_ap_relative>(s, 0); });
   property("grape_a (lift)", 95, 6, [](std::uint64_t s) { backward_matches_the_cpu<grape_a>(s, 200); });
   property("log_distance", 88, 6, [](std::uint64_t s) { backward_matches_the_cpu<log_distance>(s, 0); });
   property("quaternion_rope", 89, 6, [](std::uint64_t s) { backward_matches_the_cpu<quaternion_rope<>>(s, 1000); });

@@ -5,7 +5,7 @@
 // anywhere in the sequence (on, above and below the diagonal). Every element must be written
 // once, equal the CPU tile bit for bit, and equal the type's float64 reference formula
 // (reference_bias, written apart from the kernels) to float32 rounding. GRAPE-AP's gradient passes
-// against cpu::path_integral_grad.
+// against cpu::path_integral_grad, gated GRAPE-A's against cpu::gated_linear_grad.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpu/encode_bias.hpp"
+#include "cpu/gated_linear_grad.hpp"
 #include "cpu/path_integral_grad.hpp"
 #include "cuda/bias_tile_thread.hpp"
 #include "cuda/path_integral_grad_thread.hpp"
@@ -109,6 +110,31 @@ RC_GTEST_PROP(PaperBiasCudaEmulation, PathIntegralGradientMatchesTheCpu, ()) {
   double scale = 1;
   for (double w : want) scale = std::max(scale, std::abs(w));
   for (std::size_t i = 0; i < n; ++i) RC_ASSERT(std::abs(got[i] - want[i]) <= 1e-12 * scale);
+}
+
+/// Gated GRAPE-A's gradient: the launch's two passes (tokens, then heads) over strided grids of
+/// items against cpu::gated_linear_grad, bit for bit (the same bodies, each item's sums in one order).
+RC_GTEST_PROP(PaperBiasCudaEmulation, GatedGradientMatchesTheCpu, ()) {
+  const bool query_gated = *rc::gen::arbitrary<bool>();
+  const int heads = *rc::gen::inRange(1, 5);
+  std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
+  const std::int64_t length = *rc::gen::inRange<std::int64_t>(1, 80);
+  const std::vector<double> gates = detail::normal_vector(rng, static_cast<int>(heads * length));
+  const auto inst = query_gated ? grape_a_qk_gated::make({heads, 8, {}, gates, gates}).bias
+                                : grape_a_key_gated::make({heads, 8, {}, gates}).bias;
+  const std::vector<double> G = detail::normal_vector(rng, static_cast<int>(heads * length * length));
+  std::vector<double> want(inst.parameter_count()), got(want.size(), std::numeric_limits<double>::quiet_NaN());
+  cpu::gated_linear_grad(inst, G.data(), want.data());
+  const cpu::gated_linear_grad_call call{heads,           length, inst.omega.data(), inst.key_gate.data(),
+                                         query_gated ? inst.query_gate.data() : nullptr, G.data(), got.data()};
+  const std::int64_t grid = *rc::gen::inRange<std::int64_t>(1, 4);
+  const int block = *rc::gen::element(1, 7, 32);
+  for (std::int64_t blk = 0; blk < grid; ++blk)
+    for (int tid = 0; tid < block; ++tid)
+      cuda::run_items(cpu::gated_linear_grad_tokens{call}, heads * length, blk, tid, grid, block);
+  for (std::int64_t blk = 0; blk < grid; ++blk)
+    for (int tid = 0; tid < block; ++tid) cuda::run_items(cpu::gated_linear_grad_heads{call}, heads, blk, tid, grid, block);
+  for (std::size_t i = 0; i < want.size(); ++i) RC_ASSERT(got[i] == want[i]);
 }
 
 TEST(PaperBiasCudaEmulation, TheGridCoversEveryItemWithinTheLaunchLimit) {

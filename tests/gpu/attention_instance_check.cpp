@@ -2,8 +2,9 @@
 // (kernels/cuda/attention_instance.hpp) against cpu::attention(instance, args) on the same random
 // call: built-in rotations and biases (RoPE, RoPE + ALiBi, FoX with per-sequence offsets) and the
 // tutorial's own encodings (a score view, a representation's view), contextual GRAPE-M (phases per
-// head), f32 and bf16, padded batches; the backward too, with the bias parameters' gradient
-// (ALiBi's slopes, FoX's gates) and GRAPE-M's θ and Φ gradients.
+// head), GRAPE-AP (its walking path sums), f32 and bf16, padded batches; the backward too, with the
+// bias parameters' gradient (ALiBi's slopes, FoX's gates, GRAPE-AP's projections) and GRAPE-M's θ
+// and Φ gradients.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -144,6 +145,8 @@ std::vector<row> attention_instance_rows() {
   for (std::size_t i = 0; i < thetas.size(); ++i) thetas[i] = std::pow(10000.0, -static_cast<double>(i % 32) / 32);
   const auto phases = grape::grape_m_contextual::cumulative_phases(rng, 8, 1024, 1e4, 0.0);
   const auto grape_m = grape::grape_m_contextual::make({8, 64, 8, thetas, phases});
+  // GRAPE-AP: projections for 512 positions (the offsets reach 316), P = 8.
+  const auto grape_ap = grape::grape_ap_relative::make({8, 64, 8, 1e-6, grape::detail::normal_vector(rng, 8 * 512 * 8)});
   std::vector<row> rows;
   auto add = [&](std::vector<row> more) { rows.insert(rows.end(), more.begin(), more.end()); };
   add(compare<float>("instance rope f32", dtype::f32, rope, 8, 2, true));
@@ -155,6 +158,8 @@ std::vector<row> attention_instance_rows() {
   add(compare<float>("instance quaternion (view) f32", dtype::f32, quaternion, 8, 8, true));
   add(compare<float>("instance grape_m_contextual f32", dtype::f32, grape_m, 8, 8, true));
   add(compare<Eigen::bfloat16>("instance grape_m_contextual bf16", dtype::bf16, grape_m, 8, 8));
+  add(compare<float>("instance grape_ap_relative f32", dtype::f32, grape_ap, 8, 2, true));
+  add(compare<Eigen::bfloat16>("instance grape_ap_relative bf16", dtype::bf16, grape_ap, 8, 2));
   return rows;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu/encode_bias.hpp"
+#include "cpu/gated_linear_grad.hpp"
 #include "cpu/grape_m.hpp"
 #include "cpu/path_integral_grad.hpp"
 #include "cuda/grape_m_cuda.hpp"
@@ -214,6 +215,41 @@ row run_path_integral_grad(const grape::bias_instance<grape::path_integral_bias>
   return r;
 }
 
+/// Gated GRAPE-A's dL/d(ω, gates) from a random dL/d(tile) [heads, T, T] against
+/// cpu::gated_linear_grad; its rate as bytes of the tile gradient read against a memset of them.
+row run_gated_grad(const grape::bias_instance<grape::gated_linear_bias>& inst, int iterations) {
+  const grape::gated_linear_bias& b = inst.bias;
+  const std::int64_t T = b.length, tile = b.num_heads * T * T, n = static_cast<std::int64_t>(b.parameter_count());
+  std::mt19937_64 rng(47);
+  std::normal_distribution<double> z(0.0, 1.0);
+  std::vector<double> G(tile), want(n), got(n);
+  for (auto& x : G) x = z(rng);
+  double* dG = upload(G);
+  double* dgrad = upload(got);
+  const grape::cuda::device_gated_bias bias(inst);
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  grape::cuda::gated_linear_grad(bias, dG, dgrad, stream);
+  CHECK(cudaStreamSynchronize(stream));
+  got = download(dgrad, got.size());
+  grape::cpu::gated_linear_grad(b, G.data(), want.data());
+  double scale = 1e-300, error = 0;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  for (std::int64_t i = 0; i < n; ++i) error = std::max(error, std::fabs(got[i] - want[i]) / scale);
+  const float kernel_ms = time_ms(stream, iterations, [&] { grape::cuda::gated_linear_grad(bias, dG, dgrad, stream); });
+  const float fill_ms = time_ms(stream, iterations, [&] { CHECK(cudaMemsetAsync(dG, 0, tile * sizeof(double), stream)); });
+  row r{};
+  std::snprintf(r.name, sizeof r.name, "grape_a_qk_gated grad 8x%lld^2", static_cast<long long>(T));
+  r.max_error = error;
+  r.tolerance = 1e-12;  // the same sums in the same order; the device may fuse a multiply-add
+  r.rope_gbs = tile * 8.0 / kernel_ms / 1e6;
+  r.copy_gbs = tile * 8.0 / fill_ms / 1e6;
+  cudaFree(dG);
+  cudaFree(dgrad);
+  cudaStreamDestroy(stream);
+  return r;
+}
+
 }  // namespace
 
 std::vector<row> paper_rows(std::int64_t tokens, int iterations) {
@@ -234,6 +270,7 @@ std::vector<row> paper_rows(std::int64_t tokens, int iterations) {
   std::vector<double> shorter(projections.begin(), projections.begin() + 8 * 1024 * 16);  // the CPU's grad is O(H·T²·P)
   rows.push_back(run_path_integral_grad(grape::grape_ap_relative::make({8, 64, 16, 1e-6, shorter}),
                                         std::max(1, iterations / 10)));
+  rows.push_back(run_gated_grad(grape::grape_a_qk_gated::make({8, 64, w, gates, gates}), std::max(1, iterations / 10)));
   return rows;
 }
 

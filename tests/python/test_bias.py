@@ -107,3 +107,30 @@ def test_alibi_slopes_learn_through_torch():
     i, j = distances(2, 3, 0, 5)
     expected = (g.double().numpy() * -np.abs(i - j)[None]).sum(axis=(1, 2))
     np.testing.assert_allclose(slopes.grad.numpy(), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("query_gated", [False, True], ids=["key-gated", "query-key-gated"])
+def test_grape_a_bias_grad_is_the_formulas_and_reads_only_the_causal_entries(query_gated):
+    heads, t = 3, 9
+    rng = np.random.default_rng(11)
+    omega = rng.uniform(0.1, 1.0, heads)
+    kg, qg = rng.uniform(0.1, 1.0, (heads, t)), rng.uniform(0.1, 1.0, (heads, t))
+    g = rng.standard_normal((heads, t, t))
+    above = np.triu(np.ones((t, t), dtype=bool), 1)
+    g[:, above] = np.nan  # keys after the query: never read
+    d_omega, d_key, d_query = grape.grape_a_bias_grad(omega, kg, g, query_gate=qg if query_gated else None)
+    # b[h, i, j] = -(i - j) * omega[h] * (kg[h, j] + qg[h, i]) for j <= i
+    i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+    w = np.where(j < i, -(i - j) * g, 0.0)
+    rate = kg[:, None, :] + (qg[:, :, None] if query_gated else 0.0)
+    np.testing.assert_allclose(d_omega, (w * rate).sum((1, 2)), rtol=1e-12)
+    np.testing.assert_allclose(d_key, omega[:, None] * w.sum(1), rtol=1e-12)
+    if query_gated:
+        np.testing.assert_allclose(d_query, omega[:, None] * w.sum(2), rtol=1e-12)
+    else:
+        assert d_query is None
+    with pytest.raises(grape.GrapeError, match=r"^grape: grad_tile: shape must be \[heads, seq_len, seq_len\] = \[3, 9, 9\]$"):
+        grape.grape_a_bias_grad(omega, kg, g[:, :, :4])
+    g[1, 4, 2] = np.inf
+    with pytest.raises(grape.GrapeError, match=r"^grape: grad_tile\[1\]\[4\]\[2\]: must be finite \(got inf\)$"):
+        grape.grape_a_bias_grad(omega, kg, g)
