@@ -177,7 +177,7 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
                                  detail::without_positions(detail::contiguous_f32(a.qk, dq.data(), dk.data(), d)));
     } else if (g.grad_inv_freq) {
       rotate_qk_inv_freq_grad(*planes, detail::contiguous_f32(a.qk, q_in.data(), k_in.data(), d), dq.data(),
-                              dk.data(), g.grad_inv_freq);
+                              dk.data(), g.grad_inv_freq, position_origin::sequence_start);
     }
     if constexpr (is_rotation)
       rotate_qk_backward(rotation_part(inst), detail::contiguous_f32(a.qk, dq.data(), dk.data(), d));

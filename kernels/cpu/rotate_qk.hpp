@@ -124,11 +124,19 @@ void rotate_qk(const rotary_spec& spec, const rotate_qk_args& args);
 /// −angle, times attention_factor). Same arguments otherwise; qk_norm and kv_cache must be null.
 void rotate_qk_backward(const rotary_spec& spec, const rotate_qk_args& args);
 
+/// The position a frequency gradient's sum Σ_t m_t·c_t counts from. dL/dθ_i = Σ_t m_t·c_{t,i}
+/// (c: dL/d(the token's angle)/θ_i) holds for any loss; when the loss is an attention, whose scores
+/// depend only on differences of angles within a sequence, Σ_t c_{t,i} = 0 over each sequence, so
+/// counting m from the sequence's first position gives the same value without the float rounding
+/// of c times a large m (the fused attention's backward uses it).
+enum class position_origin { zero, sequence_start };
+
 /// dL/dθ_i, i < rotary_dim/2, summed over tokens and heads of Q and K and written to
 /// grad_inv_freq: `forward` describes the forward call (its q.in / k.in are the inputs x; out is
 /// not used) and grad_q / grad_k hold dL/d(out) with the same strides. Accumulated in double.
-void rotate_qk_inv_freq_grad(const rotary_spec& spec, const rotate_qk_args& forward,
-                             const void* grad_q, const void* grad_k, double* grad_inv_freq);
+void rotate_qk_inv_freq_grad(const rotary_spec& spec, const rotate_qk_args& forward, const void* grad_q,
+                             const void* grad_k, double* grad_inv_freq,
+                             position_origin origin = position_origin::zero);
 
 /// The simple entry: contiguous [tokens, heads, head_dim], one tensor, int64 positions
 /// [num_axes, tokens], on-the-fly cos/sin. `out` may equal `in`.

@@ -45,6 +45,19 @@ GRAPE_HOST_DEVICE inline std::int64_t position_of(const rotate_plan& p, std::int
   return p.offsets != nullptr ? p.offsets[place.batch] + place.index : place.index;
 }
 
+/// The position on `axis` of the first token of the token's sequence.
+GRAPE_HOST_DEVICE inline std::int64_t sequence_start_position(const rotate_plan& p, token_place place, int axis) {
+  const std::int64_t first = p.cu_seqlens ? p.cu_seqlens[place.batch] : place.batch * p.seq_len;
+  return position_of(p, first, {place.batch, 0}, axis);
+}
+
+/// A token's position on `axis` counted from `origin` (rotate_qk_inv_freq_grad's).
+GRAPE_HOST_DEVICE inline std::int64_t position_from(const rotate_plan& p, std::int64_t token, token_place place,
+                                                    int axis, position_origin origin) {
+  const std::int64_t m = position_of(p, token, place, axis);
+  return origin == position_origin::sequence_start ? m - sequence_start_position(p, place, axis) : m;
+}
+
 /// Plane i of a token at position m: table[i] = af·cos, table[half + i] = ±af·sin, from the
 /// cache row of m or from the exact phase.
 GRAPE_HOST_DEVICE inline void fill_table_plane(const rotate_plan& p, int i, std::int64_t m,

@@ -15,8 +15,8 @@ namespace grape::cpu {
 namespace {
 
 template <class Storage>
-void accumulate(const detail::rotate_plan& p, const void* grad_q, const void* grad_k,
-                double* out) {
+void accumulate(const detail::rotate_plan& p, const void* grad_q, const void* grad_k, double* out,
+                position_origin origin) {
   const int half = p.rotary_dim / 2;
   const int n = p.threads > 0 ? p.threads : detail::max_threads();
   std::vector<double> partial(static_cast<std::size_t>(n) * half, 0.0);
@@ -30,8 +30,7 @@ void accumulate(const detail::rotate_plan& p, const void* grad_q, const void* gr
       const detail::token_place place = detail::locate_token(p, t);
       const float* tab = detail::token_table<0>(p, t, place, table.data());
       for (int i = 0; i < half; ++i)
-        pos[i] = static_cast<double>(
-            detail::position_of(p, t, place, p.plane_axis ? p.plane_axis[i] : 0));
+        pos[i] = static_cast<double>(detail::position_from(p, t, place, p.plane_axis ? p.plane_axis[i] : 0, origin));
       const std::pair<const detail::qk_operand*, const void*> operands[2] = {{&p.q, grad_q},
                                                                              {&p.k, grad_k}};
       for (const auto& [op, grad] : operands) {
@@ -61,8 +60,8 @@ void accumulate(const detail::rotate_plan& p, const void* grad_q, const void* gr
 
 }  // namespace
 
-void rotate_qk_inv_freq_grad(const rotary_spec& spec, const rotate_qk_args& forward,
-                             const void* grad_q, const void* grad_k, double* grad_inv_freq) {
+void rotate_qk_inv_freq_grad(const rotary_spec& spec, const rotate_qk_args& forward, const void* grad_q,
+                             const void* grad_k, double* grad_inv_freq, position_origin origin) {
   if (grad_inv_freq == nullptr) throw input_error("grad_inv_freq is null");
   if (forward.qk_norm != nullptr || forward.kv_cache != nullptr)
     throw input_error("qk_norm and kv_cache are forward-only: pass null to rotate_qk_inv_freq_grad");
@@ -74,9 +73,9 @@ void rotate_qk_inv_freq_grad(const rotary_spec& spec, const rotate_qk_args& forw
   args.k.out = const_cast<void*>(args.k.in);
   const detail::owned_plan owned = detail::make_rotate_plan(spec, args);
   switch (forward.type) {
-    case dtype::f32: return accumulate<float>(owned.plan, grad_q, grad_k, grad_inv_freq);
-    case dtype::f16: return accumulate<Eigen::half>(owned.plan, grad_q, grad_k, grad_inv_freq);
-    case dtype::bf16: return accumulate<Eigen::bfloat16>(owned.plan, grad_q, grad_k, grad_inv_freq);
+    case dtype::f32: return accumulate<float>(owned.plan, grad_q, grad_k, grad_inv_freq, origin);
+    case dtype::f16: return accumulate<Eigen::half>(owned.plan, grad_q, grad_k, grad_inv_freq, origin);
+    case dtype::bf16: return accumulate<Eigen::bfloat16>(owned.plan, grad_q, grad_k, grad_inv_freq, origin);
   }
 }
 

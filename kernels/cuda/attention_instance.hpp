@@ -253,8 +253,9 @@ void attention(const device_attention<Instance>& enc, const cpu::attention_args&
 /// atomics, the last bits vary). Contextual GRAPE-M:
 /// g.grad_inv_freq its dL/dθ [freq_rows, planes] and g.grad_phases its dL/dΦ [phase_rows, length]
 /// (float64 device memory, float64 atomics: the last bits vary), for dense Q and K
-/// ([tokens, heads, head_dim]); for any other rotation g.grad_inv_freq is the CPU's only and must
-/// be null.
+/// ([tokens, heads, head_dim]). Rotation planes (RoPE and every schedule, M-RoPE): g.grad_inv_freq
+/// their dL/dθ [rotary_dim / 2] (cuda::rotate_qk_inv_freq_grad, float64, the same bits every run);
+/// another rotation (a representation's view) has none.
 template <class Instance>
 void attention_backward(const device_attention<Instance>& enc, const cpu::attention_args& a,
                         const cpu::attention_grad_args& g, std::int64_t total_tokens, int* device_error_flag,
@@ -263,8 +264,10 @@ void attention_backward(const device_attention<Instance>& enc, const cpu::attent
   constexpr bool rotates = call_type::rotates, by_phase = call_type::by_phase;
   const bool phase_params = by_phase && (g.grad_inv_freq || g.grad_phases);
   if constexpr (!by_phase) {
-    detail::require(g.grad_inv_freq == nullptr,
-                    "grad_inv_freq: the frequencies' gradient is computed by cpu::attention_backward only (pass null)");
+    bool planes = false;
+    if constexpr (rotates) planes = enc.rotation()->plane_spec() != nullptr;
+    detail::require(g.grad_inv_freq == nullptr || planes,
+                    "grad_inv_freq: only a rotation whose planes each follow one position axis has frequencies");
     detail::require(g.grad_phases == nullptr, "grad_phases: only a rotation by per-token phases has phases (pass null)");
   }
   if (phase_params) {
@@ -307,9 +310,13 @@ void attention_backward(const device_attention<Instance>& enc, const cpu::attent
                                                                             g.grad_k, total_tokens, enc.head_dim())),
                                phases, total_tokens, device_error_flag, stream);
   } else if constexpr (rotates) {
-    detail::rotate(*enc.rotation(),
-                   rotation_back(a.qk, dq_rot.get(), dk_rot.get(), g.grad_q, g.grad_k, total_tokens, enc.head_dim()),
-                   total_tokens, device_error_flag, stream, true);
+    const cpu::rotate_qk_args back =
+        rotation_back(a.qk, dq_rot.get(), dk_rot.get(), g.grad_q, g.grad_k, total_tokens, enc.head_dim());
+    if (g.grad_inv_freq)  // from the inputs and dL/d(rotated Q, K), before the transpose takes them back
+      rotate_qk_inv_freq_grad(*enc.rotation()->plane_spec(), *enc.rotation()->plane_tables(), a.qk, back,
+                              g.grad_inv_freq, total_tokens, device_error_flag, stream,
+                              cpu::position_origin::sequence_start);
+    detail::rotate(*enc.rotation(), back, total_tokens, device_error_flag, stream, true);
   }
 }
 

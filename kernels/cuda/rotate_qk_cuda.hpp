@@ -45,4 +45,13 @@ void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::
 void rotate_qk_backward(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
                         std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream);
 
+/// dL/dθ [rotary_dim / 2] (float64, device memory) as cpu::rotate_qk_inv_freq_grad: forward's q.in
+/// and k.in the rotation's inputs, grads' q.in and k.in dL/d(rotated Q, K) at their own strides (the
+/// same heads, sequences and positions); a bad position flags and that token adds nothing. Per-token
+/// partials summed in token order (rotate_freq_grad_thread.hpp): the same bits on every run.
+void rotate_qk_inv_freq_grad(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& forward,
+                             const cpu::rotate_qk_args& grads, double* grad_inv_freq, std::int64_t total_tokens,
+                             int* device_error_flag, cudaStream_t stream,
+                             cpu::position_origin origin = cpu::position_origin::zero);
+
 }  // namespace grape::cuda

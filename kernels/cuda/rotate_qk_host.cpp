@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cpu/rotate_qk_plan.hpp"
+#include "cuda/rotate_freq_grad_launch.hpp"
 #include "cuda/rotate_qk_cuda.hpp"
 #include "cuda/rotate_qk_request.hpp"
 #include "grape/detail/error.hpp"
@@ -16,21 +17,28 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(fmt::format("grape: {}: {}", what, cudaGetErrorString(e)));
 }
 
-void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
-            std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream, float sin_sign) {
-  detail::check_device_call(args, device_error_flag);
-  // The CPU's plan and checks; the positions and sequence lengths are device memory, so the
-  // kernel checks the positions (error flag) and the host takes total_tokens from the caller.
+/// The CPU's plan and checks over device pointers, with the device tables; the positions and
+/// sequence lengths are device memory, so the kernel checks the positions (error flag) and the
+/// host takes total_tokens from the caller.
+cpu::detail::rotate_plan device_plan(const rotary_spec& spec, const device_rotary& tables,
+                                     const cpu::rotate_qk_args& args, std::int64_t total_tokens, float sin_sign) {
   const cpu::detail::device_indices device{total_tokens};
-  detail::launch_request r;
-  r.plan = cpu::detail::make_rotate_plan(spec, args, &device).plan;
-  auto& p = r.plan;
+  cpu::detail::rotate_plan p = cpu::detail::make_rotate_plan(spec, args, &device).plan;
   p.plane_axis = tables.plane_axis();
   p.turn_fractions = tables.turn_fractions();
   p.sin_sign = sin_sign;
   p.cache = tables.cache();
   p.cache_first = 0;
   p.stream_stores = false;
+  return p;
+}
+
+void launch(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
+            std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream, float sin_sign) {
+  detail::check_device_call(args, device_error_flag);
+  detail::launch_request r;
+  r.plan = device_plan(spec, tables, args, total_tokens, sin_sign);
+  const auto& p = r.plan;
   r.cache_rows = tables.cache_positions();
   r.total_tokens = p.total_tokens;
   r.max_position = args.max_position;
@@ -86,6 +94,42 @@ void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::
 void rotate_qk_backward(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
                         std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
   launch(spec, tables, args, total_tokens, device_error_flag, stream, -1.0f);  // R(φ)ᵀ = R(−φ)
+}
+
+void rotate_qk_inv_freq_grad(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& forward,
+                             const cpu::rotate_qk_args& grads, double* grad_inv_freq, std::int64_t total_tokens,
+                             int* device_error_flag, cudaStream_t stream, cpu::position_origin origin) {
+  detail::check_device_call(forward, device_error_flag);
+  detail::check_device_call(grads, device_error_flag);
+  if (grad_inv_freq == nullptr) throw input_error("grad_inv_freq: must not be null");
+  if (grads.q.heads != forward.q.heads || grads.k.heads != forward.k.heads)
+    throw input_error(fmt::format("grads: must have the forward's heads (q {}, k {}; got q {}, k {})", forward.q.heads,
+                                  forward.k.heads, grads.q.heads, grads.k.heads));
+  // Both validated as the CPU validates them, with out = in (only in is read).
+  const auto read_only = [](cpu::rotate_qk_args a) {
+    a.q.out = const_cast<void*>(a.q.in);
+    a.k.out = const_cast<void*>(a.k.in);
+    return a;
+  };
+  freq_grad_call c;
+  c.p = device_plan(spec, tables, read_only(forward), total_tokens, 1.0f);
+  const cpu::detail::rotate_plan g = device_plan(spec, tables, read_only(grads), total_tokens, 1.0f);
+  c.gq = g.q;
+  c.gk = g.k;
+  c.max_position = forward.max_position;
+  c.cache_rows = tables.cache_positions();
+  c.error_flag = device_error_flag;
+  c.origin = origin;
+  const std::int64_t tokens = c.p.total_tokens;
+  const std::size_t bytes = static_cast<std::size_t>(tokens) * (spec.rotary_dim / 2) * sizeof(double);
+  if (bytes > 0) check(cudaMallocAsync(reinterpret_cast<void**>(&c.partial), bytes, stream), "cudaMallocAsync");
+  try {
+    detail::launch_freq_grad(c, forward.type, tokens, grad_inv_freq, stream);
+  } catch (...) {
+    cudaFreeAsync(c.partial, stream);
+    throw;
+  }
+  if (c.partial) check(cudaFreeAsync(c.partial, stream), "cudaFreeAsync");
 }
 
 }  // namespace grape::cuda

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "../kernel_laws/random_call.hpp"
@@ -20,6 +21,7 @@
 #include "cuda/instance_scores.hpp"
 #include "cuda/phase_gather_thread.hpp"
 #include "flash_case.hpp"
+#include "grape/check/device_emulation.hpp"
 #include "grape/builtins.hpp"
 #include "grape/check/attention_call.hpp"
 #include "hour_of_day_rope.hpp"
@@ -31,6 +33,17 @@ namespace {
 
 template <class I>
 constexpr bool rotates = requires(const I& i) { rotation_part(i).rep; } || cpu::rotates_by_phase<I>;
+
+/// The rotation planes of an instance's rotation (RoPE and its kin), which have frequencies.
+template <class I>
+std::optional<rotary_spec> plane_spec_of(const I& inst) {
+  if constexpr (requires { rotation_part(inst).rep; }) {
+    const auto& rotation = rotation_part(inst);
+    return kernel_traits<decltype(rotation.rep)>::plane_spec(rotation);
+  } else {
+    return std::nullopt;
+  }
+}
 
 /// Contextual GRAPE-M's spec with the call's phases gathered by the device body over its items.
 struct gathered_phases {
@@ -110,7 +123,8 @@ void emulate_cuda_attention(attention_call<I, T>& c) {
 /// The host steps of cuda::attention_backward after cpu::attention's forward (its out and lse):
 /// the rotation again, the flash backward into the rotated operands' gradients (and the bias
 /// parameters' gradient through its partials), contextual GRAPE-M's θ and Φ gradients (the
-/// per-token ones scattered by the device body), the rotation's transpose; against
+/// per-token ones scattered by the device body), rotation planes' θ gradient (the device bodies
+/// on the call's inputs and the rotated operands' gradients), the rotation's transpose; against
 /// cpu::attention_backward, the largest difference over the largest entry of each gradient.
 template <class I>
 double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
@@ -133,6 +147,8 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
     cols.assign(static_cast<std::size_t>(col_partials), 0.0);
   }
   constexpr bool by_phase = cpu::rotates_by_phase<I>;
+  const std::optional<rotary_spec> planes = plane_spec_of(c.inst);  // frequencies of rotation planes too
+  const bool freqs = by_phase || planes;
   std::vector<double> want_dfreq, want_dphase, dfreq, dphase;
   if constexpr (by_phase) {
     want_dfreq.assign(c.inst.freqs.size(), 0.0);
@@ -140,9 +156,13 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
     dfreq.assign(want_dfreq.size(), 0.0);
     dphase.assign(want_dphase.size(), std::numeric_limits<double>::quiet_NaN());
   }
+  if (planes) {
+    want_dfreq.assign(static_cast<std::size_t>(planes->rotary_dim / 2), 0.0);
+    dfreq.assign(want_dfreq.size(), std::numeric_limits<double>::quiet_NaN());
+  }
   cpu::attention_backward(c.inst, c.args,
                           {dout.data(), want_dq.data(), want_dk.data(), want_dv.data(),
-                           bias_grads ? want_grad_bias.data() : nullptr, by_phase ? want_dfreq.data() : nullptr,
+                           bias_grads ? want_grad_bias.data() : nullptr, freqs ? want_dfreq.data() : nullptr,
                            by_phase ? want_dphase.data() : nullptr});
 
   const device_operands<I, float> d(c, !decltype(scores)::none);
@@ -175,8 +195,12 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
     cpu::grape_m_rotate_qk_backward(g.spec, cpu::detail::without_positions(cuda::rotation_back(
                                                 a.qk, dq_rot.data(), dk_rot.data(), dq.data(), dk.data(), c.total, c.d)));
   } else if constexpr (rotated) {
-    cpu::rotate_qk_backward(rotation_part(c.inst),
-                            cuda::rotation_back(a.qk, dq_rot.data(), dk_rot.data(), dq.data(), dk.data(), c.total, c.d));
+    const cpu::rotate_qk_args back =
+        cuda::rotation_back(a.qk, dq_rot.data(), dk_rot.data(), dq.data(), dk.data(), c.total, c.d);
+    if (planes)
+      RC_ASSERT(detail::emulate_freq_grad<float>(*planes, a.qk, back, c.total, 32, dfreq.data(), 0,
+                                                 cpu::position_origin::sequence_start) == 0);
+    cpu::rotate_qk_backward(rotation_part(c.inst), back);
   }
   RC_ASSERT(d.error == 0);
   // Each gradient's largest difference over its largest entry, or over 10⁻³ of dL/dV's largest
@@ -195,7 +219,7 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
   RC_ASSERT(grad_bias.size() == want_grad_bias.size());
   return std::max({relative(dq, want_dq), relative(dk, want_dk), relative(dv, want_dv),
                    bias_grads ? relative(grad_bias, want_grad_bias) : 0.0,
-                   by_phase ? std::max(relative(dfreq, want_dfreq), relative(dphase, want_dphase)) : 0.0});
+                   freqs ? relative(dfreq, want_dfreq) : 0.0, by_phase ? relative(dphase, want_dphase) : 0.0});
 }
 
 /// A random instance of E whose head_dim the flash tiles take (a multiple of 16).

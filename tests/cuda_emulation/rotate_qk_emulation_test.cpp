@@ -28,15 +28,21 @@ struct scenario {
   bool backward = false;  // rotation by −angle (rotate_qk_backward)
 };
 
-template <class T>
-void run_scenario(const scenario& s, std::uint64_t seed, int block) {
-  std::mt19937_64 rng(seed);
+/// RoPE over the scenario's rotary channels, with an attention factor.
+rotary_spec spec_of(const scenario& s) {
   rotary_spec spec;
   spec.head_dim = s.head_dim;
   spec.rotary_dim = s.rotary_dim;
   spec.layout = s.interleaved ? layout_kind::interleaved : layout_kind::half_split;
   spec.inv_freq = rope_inv_freq(s.rotary_dim, 10000.0);
   spec.attention_factor = 1.25;
+  return spec;
+}
+
+template <class T>
+void run_scenario(const scenario& s, std::uint64_t seed, int block) {
+  std::mt19937_64 rng(seed);
+  rotary_spec spec = spec_of(s);
   const std::int64_t tokens = s.batch * s.seq_len;
   std::vector<std::int64_t> cu_seqlens(s.batch + 1);
   for (std::int64_t b = 0; b <= s.batch; ++b) cu_seqlens[b] = b * s.seq_len;
@@ -110,6 +116,62 @@ RC_GTEST_PROP(CudaEmulation, Float16AnyShape, ()) {
 }
 RC_GTEST_PROP(CudaEmulation, Bfloat16AnyShape, ()) {
   run_scenario<Eigen::bfloat16>(*scenarios(), *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::element(7, 32, 256));
+}
+
+/// dL/dθ (rotate_freq_grad_thread.hpp, emulated on the host's plans) against
+/// cpu::rotate_qk_inv_freq_grad on the same inputs and random dL/d(rotated Q, K): the rotation
+/// scenarios' shapes, with planes on three position axes (M-RoPE) when `axes` is 3, positions
+/// counted from 0 or from each sequence's start.
+template <class T>
+void freq_grad_scenario(const scenario& s, int axes, cpu::position_origin origin, std::uint64_t seed, int block) {
+  std::mt19937_64 rng(seed);
+  rotary_spec spec = spec_of(s);
+  spec.num_axes = axes;
+  if (axes > 1)
+    for (int i = 0; i < s.rotary_dim / 2; ++i) spec.plane_axis.push_back(i % axes);
+  const std::int64_t tokens = s.batch * s.seq_len;
+  std::vector<std::int64_t> cu_seqlens(s.batch + 1), positions(axes * tokens);
+  for (std::int64_t b = 0; b <= s.batch; ++b) cu_seqlens[b] = b * s.seq_len;
+  std::uniform_int_distribution<std::int64_t> pos(0, 100000);
+  for (auto& m : positions) m = pos(rng);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const auto tensor = [&](int heads) {
+    std::vector<T> v(tokens * heads * s.head_dim);
+    for (auto& x : v) x = static_cast<T>(g(rng));
+    return v;
+  };
+  std::vector<T> q = tensor(s.q_heads), k = tensor(s.k_heads), gq = tensor(s.q_heads), gk = tensor(s.k_heads);
+  const auto args_over = [&](std::vector<T>& qv, std::vector<T>& kv) {
+    cpu::rotate_qk_args a;
+    a.type = std::is_same_v<T, float> ? cpu::dtype::f32 : std::is_same_v<T, Eigen::half> ? cpu::dtype::f16 : cpu::dtype::bf16;
+    a.q = test::qk_operand(qv, qv, s.q_heads, s.seq_len, s.head_dim, true, s.heads_major);
+    a.k = test::qk_operand(kv, kv, s.k_heads, s.seq_len, s.head_dim, true, s.heads_major);
+    a.batch = s.batch;
+    a.seq_len = s.seq_len;
+    if (s.varlen) a.cu_seqlens = cu_seqlens.data();
+    a.position_ids = positions.data();
+    a.position_type = cpu::index_type::i64;
+    return a;
+  };
+  const cpu::rotate_qk_args forward = args_over(q, k), grads = args_over(gq, gk);
+  std::vector<double> want(s.rotary_dim / 2), got(want.size());
+  cpu::rotate_qk_inv_freq_grad(spec, forward, gq.data(), gk.data(), want.data(), origin);
+  RC_ASSERT(detail::emulate_freq_grad<T>(spec, forward, grads, tokens, block, got.data(), 0, origin) == 0);
+  double scale = 1e-300;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  // Each side rounds its float32 cos/sin table its own way (the CPU's may be vectorised): 1 ulp of the
+  // table, times positions up to 10⁵, is what separates them.
+  for (std::size_t i = 0; i < want.size(); ++i) RC_ASSERT(std::abs(got[i] - want[i]) <= 2e-6 * scale);
+}
+
+RC_GTEST_PROP(CudaEmulation, FrequencyGradientMatchesTheCpu, ()) {
+  const auto origin = *rc::gen::element(cpu::position_origin::zero, cpu::position_origin::sequence_start);
+  freq_grad_scenario<float>(*scenarios(), *rc::gen::element(1, 3), origin, *rc::gen::arbitrary<std::uint64_t>(),
+                            *rc::gen::element(7, 32, 256));
+}
+RC_GTEST_PROP(CudaEmulation, Bfloat16FrequencyGradientMatchesTheCpu, ()) {
+  freq_grad_scenario<Eigen::bfloat16>(*scenarios(), 1, cpu::position_origin::sequence_start,
+                                      *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::element(7, 32));
 }
 
 TEST(CudaEmulation, Llama128HeadDimUsesSixteenByteChunks) {

@@ -3,8 +3,8 @@
 // call: built-in rotations and biases (RoPE, RoPE + ALiBi, FoX with per-sequence offsets) and the
 // tutorial's own encodings (a score view, a representation's view), contextual GRAPE-M (phases per
 // head), GRAPE-AP (its walking path sums), f32 and bf16, padded batches; the backward too, with the
-// bias parameters' gradient (ALiBi's slopes, FoX's gates, GRAPE-AP's projections) and GRAPE-M's θ
-// and Φ gradients.
+// bias parameters' gradient (ALiBi's slopes, FoX's gates, GRAPE-AP's projections), the rotation
+// planes' θ gradient (RoPE) and GRAPE-M's θ and Φ gradients.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -17,6 +17,7 @@
 #include "cuda/attention_instance.hpp"
 #include "gpu_check.hpp"
 #include "grape/builtins.hpp"
+#include "grape/view/kernel_traits.hpp"
 #include "log_distance.hpp"
 #include "quaternion_rope.hpp"
 
@@ -88,6 +89,10 @@ std::vector<row> compare(const char* name, grape::cpu::dtype type, const Instanc
     if constexpr (grape::cpu::rotates_by_phase<Instance>) {
       want_grad_freq.assign(inst.freqs.size(), 0.0);
       want_grad_phase.assign(inst.phases.size(), 0.0);
+    } else if constexpr (requires { grape::rotation_part(inst).rep; }) {  // rotation planes: dL/dθ
+      const auto& rotation = grape::rotation_part(inst);
+      if (const auto spec = grape::kernel_traits<decltype(rotation.rep)>::plane_spec(rotation))
+        want_grad_freq.assign(static_cast<std::size_t>(spec->rotary_dim / 2), 0.0);
     }
     const auto data_or_null = [](std::vector<double>& x) { return x.empty() ? nullptr : x.data(); };
     grape::cpu::attention_backward(inst, a,

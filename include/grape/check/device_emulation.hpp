@@ -6,10 +6,12 @@
 // rotary kernel for rotation planes (kernel_traits::plane_spec), 16-byte chunks where the host
 // would vectorize, otherwise the instance body over the representation's view.
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "cpu/rotate_qk_plan.hpp"
 #include "cuda/encode_qk_thread.hpp"
+#include "cuda/rotate_freq_grad_thread.hpp"
 #include "cuda/rotate_qk_request.hpp"
 #include "cuda/rotate_qk_thread.hpp"
 #include "grape/check/kernel_call.hpp"
@@ -78,6 +80,38 @@ int emulate_device_call(const I& inst, const cpu::rotate_qk_args& args, std::int
   const auto view = rotation.rep.view();
   return emulate_view_body<T, decltype(view), layouts_of<R>::q, layouts_of<R>::k>(o.plan, view, args.max_position,
                                                                                   block);
+}
+
+/// What cuda::rotate_qk_inv_freq_grad computes (rotate_freq_grad_thread.hpp: a block of `block`
+/// threads per token, then a thread per plane), on the plans the host makes from the forward's
+/// and the gradients' arguments (host memory; a CPU cache in forward.cache with cache_rows rows).
+/// dL/dθ into grad_inv_freq; the error flag.
+template <class T>
+int emulate_freq_grad(const rotary_spec& spec, const cpu::rotate_qk_args& forward, const cpu::rotate_qk_args& grads,
+                      std::int64_t total_tokens, int block, double* grad_inv_freq, std::int64_t cache_rows = 0,
+                      cpu::position_origin origin = cpu::position_origin::zero) {
+  const auto read_only = [](cpu::rotate_qk_args a) {
+    a.q.out = const_cast<void*>(a.q.in);
+    a.k.out = const_cast<void*>(a.k.in);
+    return a;
+  };
+  const cpu::detail::device_indices device{total_tokens};
+  const cpu::detail::owned_plan x = cpu::detail::make_rotate_plan(spec, read_only(forward), &device);
+  const cpu::detail::owned_plan g = cpu::detail::make_rotate_plan(spec, read_only(grads), &device);
+  const int half = spec.rotary_dim / 2;
+  std::vector<double> partial(static_cast<std::size_t>(x.plan.total_tokens * half),
+                              std::numeric_limits<double>::quiet_NaN());
+  int flag = 0;
+  const cuda::freq_grad_token<T> f{
+      {x.plan, g.plan.q, g.plan.k, partial.data(), forward.max_position, cache_rows, &flag, origin}};
+  std::vector<float> shared(static_cast<std::size_t>(spec.rotary_dim));
+  for (std::int64_t token = 0; token < x.plan.total_tokens; ++token) {
+    for (int tid = 0; tid < block; ++tid) f.fill_table(token, tid, block, shared.data());
+    for (int tid = 0; tid < block; ++tid) f.rotate(token, tid, block, shared.data());
+  }
+  const cuda::freq_grad_sum sum{partial.data(), x.plan.total_tokens, half, grad_inv_freq};
+  for (int i = 0; i < half; ++i) sum(i);
+  return flag;
 }
 
 }  // namespace grape::detail
