@@ -20,7 +20,7 @@ void check_pages(const paged_cache& c, const decode_args& a, int dim, const char
 
 }  // namespace
 
-std::vector<std::int64_t> check_decode(const decode_args& a, int head_dim, int v_dim) {
+void check_decode_shape(const decode_args& a, int head_dim, int v_dim) {
   if (head_dim < 1 || v_dim < 1) throw input_error("head_dim and v_dim must be >= 1");
   if (a.q == nullptr || a.out == nullptr) throw input_error("q and out must not be null");
   if (a.batch < 1) throw input_error(fmt::format("batch must be >= 1 (got {})", a.batch));
@@ -33,6 +33,10 @@ std::vector<std::int64_t> check_decode(const decode_args& a, int head_dim, int v
   if (!(a.scale >= 0) || !std::isfinite(a.scale)) throw input_error("scale must be finite and >= 0");
   check_pages(a.k, a, head_dim, "k");
   check_pages(a.v, a, v_dim, "v");
+}
+
+std::vector<std::int64_t> check_decode(const decode_args& a, int head_dim, int v_dim) {
+  check_decode_shape(a, head_dim, v_dim);
   std::vector<std::int64_t> pos(static_cast<std::size_t>(a.batch));
   for (std::int64_t b = 0; b < a.batch; ++b) {
     const std::int64_t len = a.seq_lens[b];

@@ -59,6 +59,10 @@ struct decode_args {
 
 namespace detail {
 
+/// The checks of attention_decode that read no array (shapes, strides, sizes): the CUDA decode's
+/// host checks, whose arrays are device memory.
+void check_decode_shape(const decode_args& a, int head_dim, int v_dim);
+
 /// Every check of attention_decode that does not depend on the encoding; the query positions.
 std::vector<std::int64_t> check_decode(const decode_args& a, int head_dim, int v_dim);
 

@@ -178,6 +178,21 @@ device_attention(const Instance&) -> device_attention<Instance>;
 
 namespace detail {
 
+/// Q and K of `qk` turned by the instance's rotation into q_out and k_out (the inputs' strides):
+/// the rotary_spec kernels or the view, or for contextual GRAPE-M its kernel on the phases
+/// gathered at each token's position into `phases` (phase rows × total_tokens doubles).
+template <class Instance>
+void encode_into(const device_attention<Instance>& enc, const cpu::rotate_qk_args& qk, std::int64_t total_tokens,
+                 void* q_out, void* k_out, double* phases, int* flag, cudaStream_t stream) {
+  if constexpr (cpu::rotates_by_phase<Instance>) {
+    launch_phase_gather(enc.rotation()->gather(qk, total_tokens, phases, flag), stream);
+    grape_m_rotate_qk(enc.rotation()->grape_m(), rotation_into(cpu::detail::without_positions(qk), q_out, k_out),
+                      {phases, enc.rotation()->shape().phase_rows}, total_tokens, flag, stream);
+  } else if constexpr (!std::is_same_v<typename device_attention<Instance>::rotation_type, std::monostate>) {
+    rotate(*enc.rotation(), rotation_into(qk, q_out, k_out), total_tokens, flag, stream, false);
+  }
+}
+
 /// A call's encoded operands on the device: Q and K rotated into scratch (when the instance
 /// rotates), the bias positions written (when the bias needs them), the flash operands over them.
 /// Every host check runs before the first allocation.
@@ -198,14 +213,7 @@ struct encoded_call {
                                                                              : 0,
                   stream),
         phases(by_phase ? static_cast<std::size_t>(phase_rows(enc) * total_tokens) * sizeof(double) : 0, stream) {
-    if constexpr (by_phase) {  // the phases at each token's position, then GRAPE-M's kernel on them
-      launch_phase_gather(enc.rotation()->gather(a.qk, total_tokens, call_phases(), flag), stream);
-      grape_m_rotate_qk(enc.rotation()->grape_m(), rotation_into(cpu::detail::without_positions(a.qk), q_rot.get(),
-                                                                 k_rot.get()),
-                        {call_phases(), phase_rows(enc)}, total_tokens, flag, stream);
-    } else if constexpr (rotates) {
-      rotate(*enc.rotation(), rotation_into(a.qk, q_rot.get(), k_rot.get()), total_tokens, flag, stream, false);
-    }
+    encode_into(enc, a.qk, total_tokens, q_rot.get(), k_rot.get(), call_phases(), flag, stream);
     auto* position_of = static_cast<std::int64_t*>(positions.get());
     if (position_of)
       launch_bias_positions(position_source_of(a.qk), total_tokens, a.qk.max_position, position_of, flag, stream);

@@ -25,55 +25,19 @@
 #include "grape/builtins.hpp"
 #include "grape/check/attention_call.hpp"
 #include "hour_of_day_rope.hpp"
+#include "instance_steps.hpp"
 #include "log_distance.hpp"
 #include "quaternion_rope.hpp"
 
 namespace grape {
 namespace {
 
-template <class I>
-constexpr bool rotates = requires(const I& i) { rotation_part(i).rep; } || cpu::rotates_by_phase<I>;
-
-/// The rotation planes of an instance's rotation (RoPE and its kin), which have frequencies.
-template <class I>
-std::optional<rotary_spec> plane_spec_of(const I& inst) {
-  if constexpr (requires { rotation_part(inst).rep; }) {
-    const auto& rotation = rotation_part(inst);
-    return kernel_traits<decltype(rotation.rep)>::plane_spec(rotation);
-  } else {
-    return std::nullopt;
-  }
-}
-
-/// Contextual GRAPE-M's spec with the call's phases gathered by the device body over its items.
-struct gathered_phases {
-  std::vector<double> values;
-  cpu::grape_m_spec spec;
-};
-inline gathered_phases gather_phases(const phase_rotation& r, const cpu::rotate_qk_args& qk, std::int64_t total) {
-  gathered_phases g;
-  const cuda::phase_table_call call{r.phase_rows, r.length, cuda::position_source_of(qk), total};
-  g.values.assign(static_cast<std::size_t>(call.items()), std::numeric_limits<double>::quiet_NaN());
-  int error = 0;
-  const cuda::phase_gather gather{call, r.phases.data(), g.values.data(), &error};
-  for (std::int64_t item = 0; item < call.items(); ++item) gather(item);
-  RC_ASSERT(error == 0);
-  g.spec = cpu::detail::grape_m_spec_of(r);
-  g.spec.phases = g.values.data();
-  return g;
-}
-
-/// The rotation cuda::attention applies, into q_rot and k_rot (the inputs' strides): the rotary
-/// kernel (the device's is the CPU's: encode_qk_emulation_test), or for contextual GRAPE-M
-/// GRAPE-M's kernel (the device's is the CPU's: grape_m_emulation_test) on the phases gathered.
-template <class I, class T>
-void rotate_as_the_device(const I& inst, const cpu::rotate_qk_args& qk, std::int64_t total, T* q_rot, T* k_rot) {
-  if constexpr (cpu::rotates_by_phase<I>)
-    cpu::grape_m_rotate_qk(gather_phases(inst, qk, total).spec,
-                           cuda::rotation_into(cpu::detail::without_positions(qk), q_rot, k_rot));
-  else if constexpr (rotates<I>)
-    cpu::rotate_qk(rotation_part(inst), cuda::rotation_into(qk, q_rot, k_rot));
-}
+using emulation::gather_phases;
+using emulation::gathered_phases;
+using emulation::instance_of;
+using emulation::plane_spec_of;
+using emulation::rotate_as_the_device;
+using emulation::rotates;
 
 /// What cuda::attention hands the flash program for a CPU call: the call's arguments as the device
 /// takes them (seq_len the longest sequence when packed), Q and K rotated as the device rotates
@@ -222,20 +186,6 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
                    freqs ? relative(dfreq, want_dfreq) : 0.0, by_phase ? relative(dphase, want_dphase) : 0.0});
 }
 
-/// A random instance of E whose head_dim the flash tiles take (a multiple of 16).
-template <class E>
-typename E::instance instance_of(std::mt19937_64& rng) {
-  auto p = E::random_params(rng);
-  const auto round_up = [](int d) { return std::max(16, (d + 15) / 16 * 16); };
-  if constexpr (requires { p.phases; }) {  // contextual GRAPE-M: θ's rows redrawn for the new width
-    const std::size_t rows = p.freqs.size() / static_cast<std::size_t>(p.head_dim / 2);
-    p.head_dim = round_up(p.head_dim);
-    p.freqs.resize(rows * static_cast<std::size_t>(p.head_dim / 2));
-    for (auto& f : p.freqs) f = detail::log_uniform(rng, 1e-4, 2.0);
-  } else if constexpr (requires { p.head_dim; }) p.head_dim = round_up(p.head_dim);
-  else if constexpr (requires { p.rotary.head_dim; }) p.rotary.head_dim = round_up(p.rotary.head_dim);
-  return E::make(p);
-}
 
 template <class E, class T = float>
 void matches_reference(std::uint64_t seed, std::int64_t position_base, std::int64_t span = 450) {

@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
   for (const row& r : grape_gpu::paper_rows(tokens, iterations)) rows.push_back(r);
   for (const row& r : grape_gpu::attention_rows(iterations)) rows.push_back(r);
   for (const row& r : grape_gpu::attention_instance_rows()) rows.push_back(r);
+  for (const row& r : grape_gpu::decode_rows(iterations)) rows.push_back(r);
   int failures = 0;
   std::printf("\n%-34s %12s %11s %10s %10s %8s\n", "case", "max_rel_err", "kernel_GB/s", "same_GB/s", "ratio", "check");
   for (const auto& r : rows) {

@@ -84,4 +84,8 @@ std::vector<row> attention_rows(int iterations);
 /// cuda::attention for encoding instances against cpu::attention (attention_instance_check.cpp).
 std::vector<row> attention_instance_rows();
 
+/// cuda::attention_decode against cpu::attention_decode, and its K/V bandwidth against a device copy
+/// of the same bytes (decode_check.cpp).
+std::vector<row> decode_rows(int iterations);
+
 }  // namespace grape_gpu

@@ -1,0 +1,66 @@
+#pragma once
+// What a CUDA decode call is before it reaches the device (decode_program.hpp): its arrays (device
+// pointers, the storage type erased), and the block programs built from them. Free of the CUDA
+// runtime, so the host emulation builds the very programs a launch gets.
+#include <cstdint>
+
+#include "cpu/rotate_qk.hpp"
+#include "cuda/decode_program.hpp"
+
+namespace grape::cuda {
+
+struct decode_call {
+  cpu::dtype type = cpu::dtype::f32;
+  decode_shape s;
+  const void* q = nullptr;  // encoded queries [batch, q_heads, head_dim]
+  const void* k = nullptr;  // K pages
+  const void* v = nullptr;  // V pages
+  std::int64_t k_block_stride = 0, k_slot_stride = 0, k_head_stride = 0;
+  std::int64_t v_block_stride = 0, v_slot_stride = 0, v_head_stride = 0;
+  const std::int64_t* q_pos = nullptr;  // [batch], decode_positions'
+  float scale = 1.0f;
+  std::int64_t window = 0;
+  float* part_max = nullptr;  // [batch, chunks, q_heads]
+  float* part_sum = nullptr;  // [batch, chunks, q_heads]
+  float* part_acc = nullptr;  // [batch, chunks, q_heads, v_dim]
+  void* out = nullptr;        // [batch, q_heads, v_dim]
+  float* lse = nullptr;       // [q_heads, batch] or null
+};
+
+/// Threads of a decode block.
+inline constexpr int decode_threads = 128;
+
+/// Scratch floats of the chunks' parts: max, sum, then the weighted values.
+inline std::int64_t decode_part_floats(const decode_shape& s) {
+  return s.batch * s.chunks * s.q_heads * (2 + s.v_dim);
+}
+
+template <class T, class Bias>
+decode_program<T, Bias> decode_program_of(const decode_call& c, const Bias& bias) {
+  decode_program<T, Bias> p;
+  p.s = c.s;
+  p.q = static_cast<const T*>(c.q);
+  p.k = {static_cast<const T*>(c.k), c.k_block_stride, c.k_slot_stride, c.k_head_stride};
+  p.v = {static_cast<const T*>(c.v), c.v_block_stride, c.v_slot_stride, c.v_head_stride};
+  p.q_pos = c.q_pos;
+  p.scale = c.scale;
+  p.window = c.window;
+  p.part_max = c.part_max;
+  p.part_sum = c.part_sum;
+  p.part_acc = c.part_acc;
+  p.bias = bias;
+  return p;
+}
+
+template <class T>
+decode_merge<T> decode_merge_of(const decode_call& c) {
+  return {c.s, c.part_max, c.part_sum, c.part_acc, static_cast<T*>(c.out), c.lse};
+}
+
+/// The decode grid: (chunks, sequences, KV heads × blocks of query heads per KV head).
+inline std::int64_t decode_head_blocks(const decode_shape& s) {
+  const std::int64_t group = s.q_heads / s.kv_heads;
+  return s.kv_heads * ((group + s.heads_per_block - 1) / s.heads_per_block);
+}
+
+}  // namespace grape::cuda
