@@ -41,9 +41,10 @@ template <class T, class Bias>
 void launch_decode_typed(const decode_call& c, const Bias& bias, std::int64_t smem_bytes, cudaStream_t stream) {
   const auto program = decode_program_of<T>(c, bias);
   auto* kernel = &decode_kernel<decode_program<T, Bias>>;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)) !=
-      cudaSuccess)
-    check_decode_launch("the decode (shared memory)");
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("grape: the decode's shared memory: ") + cudaGetErrorString(e));
   const dim3 grid(static_cast<unsigned>(c.s.chunks), static_cast<unsigned>(c.s.batch),
                   static_cast<unsigned>(decode_head_blocks(c.s)));
   kernel<<<grid, decode_threads, smem_bytes, stream>>>(program);

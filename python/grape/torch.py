@@ -553,20 +553,15 @@ _PER_TOKEN = {"grape_a": {1: 2, 2: 2}, "grape_ap": {0: 3}, "grape_m": {1: 2}}
 
 
 def _encoding_tensors(name, value):
-    """grape_a's, grape_ap's or grape_m's tensors, and what follows them (GRAPE-AP's norm_eps)."""
+    """grape_a's, grape_ap's or grape_m's tensors, and what follows them (GRAPE-AP's norm_eps), read
+    as grape.attention reads them (the same checks and messages)."""
+    from grape import _attention
     if name == "grape_a":
-        if not isinstance(value, (tuple, list)) or len(value) not in (2, 3):
-            raise _grape.GrapeError("grape: attention: grape_a must be (omega, key_gate) or (omega, key_gate, query_gate)")
-        return (tuple(value) + (None,))[:3], ()
+        return _attention._grape_a_arrays(value), ()
     if name == "grape_ap":
-        if not isinstance(value, (tuple, list)):
-            return (value,), (1e-6,)
-        if len(value) != 2:
-            raise _grape.GrapeError("grape: attention: grape_ap must be projections or (projections, norm_eps)")
-        return (value[0],), (float(value[1]),)
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise _grape.GrapeError("grape: attention: grape_m must be (freqs, phases)")
-    return tuple(value), ()
+        projections, norm_eps = _attention._grape_ap_arrays(value)
+        return (projections,), (norm_eps,)
+    return _attention._grape_m_arrays(value), ()
 
 
 def _per_batch_element(q, options, positions, apply_one):

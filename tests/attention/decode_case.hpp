@@ -105,20 +105,14 @@ struct decode_case {
 
   /// K encoded at positions 0..len − 1, as rotate_qk's KV-cache write stores it.
   void encode_keys(std::vector<float>& k, std::int64_t len) const {
-    if constexpr (requires { rotation_part(inst).rep; }) {
-      cpu::rotate_qk_args r;
-      r.k = {k.data(), k.data(), kv_heads, static_cast<std::int64_t>(k.size()), len * kv_heads * d, kv_heads * d, d};
-      r.seq_len = len;
-      cpu::rotate_qk(rotation_part(inst), r);
-    }
+    cpu::rotate_qk_args r;  // K alone, [len, kv_heads, d], at positions 0 .. len − 1
+    r.k = {k.data(), k.data(), kv_heads, static_cast<std::int64_t>(k.size()), len * kv_heads * d, kv_heads * d, d};
+    r.seq_len = len;
+    if constexpr (requires { rotation_part(inst).rep; }) cpu::rotate_qk(rotation_part(inst), r);
     if constexpr (cpu::rotates_by_phase<I>) {  // each key turned by the phase of its position
       std::vector<std::int64_t> positions(static_cast<std::size_t>(len));
       std::iota(positions.begin(), positions.end(), 0);
-      const cpu::detail::phase_call p = cpu::detail::phase_call_of(inst, positions, kv_heads, kv_heads);
-      cpu::rotate_qk_args r;
-      r.k = {k.data(), k.data(), kv_heads, static_cast<std::int64_t>(k.size()), len * kv_heads * d, kv_heads * d, d};
-      r.seq_len = len;
-      cpu::grape_m_rotate_qk(p.spec, r);
+      cpu::grape_m_rotate_qk(cpu::detail::phase_call_of(inst, positions, kv_heads, kv_heads).spec, r);
     }
   }
 

@@ -158,5 +158,7 @@ def test_bad_input_is_one_clear_error():
         grape.attention(q, k, v, grape_m=(np.ones(8), np.zeros((1, 5))))
     with pytest.raises(grape.GrapeError, match="k.heads: this phase rotation has a row per head"):
         grape.attention(q, k[:, :, :2], v[:, :, :2], grape_m=(np.ones((4, 8)), np.zeros((1, 8))))
-    with pytest.raises(grape.GrapeError, match="grape_m must be \\(freqs, phases\\)"):
+    with pytest.raises(grape.GrapeError, match="^grape: grape_m: must be \\(freqs, phases\\)$"):
         torch_attention(q, k, v, grape_m=torch.ones(8))
+    with pytest.raises(grape.GrapeError, match="^grape: grape_ap: must be projections or \\(projections, norm_eps\\)$"):
+        torch_attention(q, k, v, grape_ap=(torch.ones(4, 8, 4), 1e-6, 0))
