@@ -73,8 +73,10 @@ def attention(q, k, v, encoding=None, *, log_forget=None, grape_a=None, grape_ap
 
     q [tokens, heads, d] or [batch, seq, heads, d]; k and v the same tokens, heads dividing q's (GQA);
     float32, float16 or bfloat16 (torch). encoding: None, a RotaryEncoding (one position axis), an
-    AlibiEncoding, a T5Encoding with its table (grape.t5), or a (RotaryEncoding, AlibiEncoding)
-    pair (both: Q and K turned, the slopes' bias added); or log_forget [heads, length] for FoX (its
+    AlibiEncoding, a T5Encoding with its table (grape.t5), a (RotaryEncoding, AlibiEncoding)
+    pair (both: Q and K turned, the slopes' bias added), or a grape.encoding(name, ...) object (any
+    built-in that enters attention, through its instance's kernels: xPos, GRAPE-M, M-RoPE with
+    positions [axes, tokens], STRING, LieRE, GRAPE-A's lift, ...); or log_forget [heads, length] for FoX (its
     gates indexed by position); or grape_a = (omega [heads], key_gate [heads, length][, query_gate
     [heads, length]]) for GRAPE-A's gated bias -(i - j) * omega[h] * (key_gate[h, j] (+ query_gate[h, i]))
     (grape_a_key_gated / grape_a_qk_gated: omega = softplus(w) * slope, gates = softplus(z); float32,
@@ -129,7 +131,8 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, encoding=None, 
     block_table int32 [batch, max_blocks] (sequence b's blocks in order); seq_lens int64 [batch]
     (cached tokens, the new one included). Token j of a sequence has position j; the query has
     q_positions[b] (default seq_lens[b] - 1). encoding: as attention() takes it (a rotation turns
-    the query only, K being turned in the cache), log_forget for FoX, grape_a for gated GRAPE-A,
+    the query only, K being turned in the cache; a grape.encoding(...) object on one position axis,
+    not a lift), log_forget for FoX, grape_a for gated GRAPE-A,
     grape_ap for GRAPE-AP or grape_m for contextual GRAPE-M. Returns [batch, heads, v's d] (and the float32
     log-sum-exp [heads, batch] with return_lse).
     """

@@ -601,7 +601,8 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
       grape_m = (freqs [planes] or [heads, planes], phases [rows, length] or [batch, rows, seq])
                           contextual GRAPE-M (Q and K turned by phases[row, position] * freqs);
                           gradients for both (phases = cumsum(omega) from the caller's autograd).
-    Otherwise `encoding` (as grape.attention takes it) is fixed.
+    Otherwise `encoding` (as grape.attention takes it, a grape.encoding(...) object included) is
+    fixed: gradients for q, k and v.
     """
     options = dict(causal=causal, window=window, scale=scale, positions=positions, offsets=offsets,
                    cu_seqlens=cu_seqlens)

@@ -1,8 +1,9 @@
 // Fused attention with the encoding inside (cpu::attention, cpu::attention_backward,
 // cpu::attention_decode over a paged KV cache) on arrays: no encoding, a rotary encoding (one
 // position axis), ALiBi slopes, a T5 bucket table, FoX's log forget gates, GRAPE-A's gates,
-// GRAPE-AP's projections, contextual GRAPE-M's frequencies and phases, or a rotary encoding
-// composed with ALiBi. Python allocates the outputs (grape/_attention.py); nothing is copied on
+// GRAPE-AP's projections, contextual GRAPE-M's frequencies and phases, a rotary encoding
+// composed with ALiBi, or any built-in made by grape.encoding(name, ...) (its instance's kernels,
+// type-erased in the object: builtin_encoding.hpp). Python allocates the outputs (grape/_attention.py); nothing is copied on
 // the way in. The kernels are instantiated in attention_kernels_*.cpp.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
@@ -21,6 +22,7 @@
 
 #include "arrays.hpp"
 #include "attention_kernels.hpp"
+#include "builtin_encoding.hpp"
 #include "encodings.hpp"
 #include "fused.hpp"
 #include "paper_bias.hpp"
@@ -136,8 +138,25 @@ void with_instance(const nb::handle& encoding, const encoding_arrays& arrays, in
                        [&](const auto& rotation) { body(composed_instance{rotation, bias}); });
   }
   throw input_error("encoding: attention takes None, a RotaryEncoding, an AlibiEncoding, a T5Encoding with its table, "
-                    "a (RotaryEncoding, AlibiEncoding) pair, log_forget for FoX, grape_a for gated GRAPE-A, grape_ap "
-                    "for GRAPE-AP or grape_m for contextual GRAPE-M");
+                    "a (RotaryEncoding, AlibiEncoding) pair, a grape.encoding(...) object, log_forget for FoX, "
+                    "grape_a for gated GRAPE-A, grape_ap for GRAPE-AP or grape_m for contextual GRAPE-M");
+}
+
+/// A grape.encoding(...) object given as the encoding (then no encoding arrays), or null.
+const builtin_encoding* builtin_of(const nb::handle& encoding, const encoding_arrays& arrays) {
+  if (!nb::isinstance<builtin_encoding>(encoding)) return nullptr;
+  if (arrays.log_forget || arrays.grape_a || arrays.grape_ap || arrays.grape_m)
+    throw input_error("encoding, log_forget, grape_a, grape_ap, grape_m: give one");
+  const auto& b = nb::cast<const builtin_encoding&>(encoding);
+  if (!b.attention)
+    throw input_error(fmt::format("encoding: {} enters as '{}', added to the input before attention", b.name,
+                                  b.injection));
+  return &b;
+}
+
+/// The position axes of the call's positions: a built-in's (M-RoPE: 3), else 1.
+int position_axes(const nb::handle& encoding) {
+  return nb::isinstance<builtin_encoding>(encoding) ? nb::cast<const builtin_encoding&>(encoding).num_axes : 1;
 }
 
 /// The arrays of a call and the options, as cpu::attention_args (the output and lse checked).
@@ -145,11 +164,11 @@ cpu::attention_args make_attention_args(const array& q, const array& k, const ar
                                         const array& lse, const optional_array& positions,
                                         const optional_array& offsets, const optional_array& cu_seqlens,
                                         std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
-                                        float scale, int threads) {
+                                        float scale, int threads, int num_axes) {
   const qk_shape qs = qk_shape_of(q, "q"), vs = qk_shape_of(v, "v");
   cpu::attention_args a;
-  a.qk = make_qk_args(static_cast<int>(qs.dim), 1, {q, std::nullopt, k, std::nullopt}, positions, offsets, cu_seqlens,
-                      max_position, threads);
+  a.qk = make_qk_args(static_cast<int>(qs.dim), num_axes, {q, std::nullopt, k, std::nullopt}, positions, offsets,
+                      cu_seqlens, max_position, threads);
   if (vs.batch != qs.batch || vs.seq != qs.seq)
     throw input_error(fmt::format("v: batch and sequence extents must match q's ({} x {} vs {} x {})", vs.batch, vs.seq,
                                   qs.batch, qs.seq));
@@ -232,9 +251,14 @@ void bind_attention(nb::module_& m) {
            array lse, optional_array positions, optional_array offsets, optional_array cu_seqlens,
            std::optional<std::int64_t> max_position, bool causal, std::int64_t window, float scale, int threads) {
           const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
-                                             window, scale, threads);
+                                             window, scale, threads, position_axes(encoding));
+          const encoding_arrays arrays{log_forget, grape_a, grape_ap, grape_m};
+          if (const builtin_encoding* b = builtin_of(encoding, arrays)) {
+            nb::gil_scoped_release release;
+            return b->attention(a);
+          }
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
-          with_instance(encoding, {log_forget, grape_a, grape_ap, grape_m}, head_dim, [&](const auto& inst) {
+          with_instance(encoding, arrays, head_dim, [&](const auto& inst) {
             nb::gil_scoped_release release;
             run_attention(inst, a);
           });
@@ -251,7 +275,19 @@ void bind_attention(nb::module_& m) {
            int threads) {
           const auto a = make_decode_args(q, k_cache, v_cache, layout, block_table, seq_lens, q_positions, out, lse,
                                           max_position, window, scale, threads);
-          with_instance(encoding, {log_forget, grape_a, grape_ap, grape_m}, static_cast<int>(q.shape(2)),
+          const encoding_arrays arrays{log_forget, grape_a, grape_ap, grape_m};
+          if (const builtin_encoding* b = builtin_of(encoding, arrays)) {
+            if (!b->attention_decode)
+              throw input_error(fmt::format("encoding: {} lifts Q and K; decode would need lifted keys in the cache",
+                                            b->name));
+            if (b->num_axes != 1)
+              throw input_error(fmt::format("encoding: {} turns its planes on {} position axes; decode takes one "
+                                            "position per query",
+                                            b->name, b->num_axes));
+            nb::gil_scoped_release release;
+            return b->attention_decode(a);
+          }
+          with_instance(encoding, arrays, static_cast<int>(q.shape(2)),
                         [&](const auto& inst) {
             nb::gil_scoped_release release;
             run_attention_decode(inst, a);
@@ -270,15 +306,25 @@ void bind_attention(nb::module_& m) {
            optional_array cu_seqlens, std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
            float scale, int threads, bool bias_grad, bool inv_freq_grad) {
           const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
-                                             window, scale, threads);
+                                             window, scale, threads, position_axes(encoding));
           cpu::attention_grad_args g;
           g.grad_out = gradient_of(grad_out, q, static_cast<std::int64_t>(out.size()), "grad_out");
           g.grad_q = gradient_of(grad_q, q, static_cast<std::int64_t>(q.size()), "grad_q");
           g.grad_k = gradient_of(grad_k, q, static_cast<std::int64_t>(k.size()), "grad_k");
           g.grad_v = gradient_of(grad_v, q, static_cast<std::int64_t>(v.size()), "grad_v");
           std::pair<std::optional<std::vector<double>>, std::optional<std::vector<double>>> params;
+          const encoding_arrays arrays{log_forget, grape_a, grape_ap, grape_m};
+          if (const builtin_encoding* b = builtin_of(encoding, arrays)) {
+            if (bias_grad || inv_freq_grad)
+              throw input_error(fmt::format("bias_grad, inv_freq_grad: for {} the backward gives dq, dk and dv; its "
+                                            "parameters' gradients come from grape.torch.rotate_qk and the bias tiles",
+                                            b->name));
+            nb::gil_scoped_release release;
+            b->attention_backward(a, g);
+            return params;
+          }
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
-          with_instance(encoding, {log_forget, grape_a, grape_ap, grape_m}, head_dim, [&](const auto& inst) {
+          with_instance(encoding, arrays, head_dim, [&](const auto& inst) {
             using I = std::remove_cvref_t<decltype(inst)>;
             std::vector<double> bias, freq;  // bias: the bias's parameters, or contextual GRAPE-M's phases
             if constexpr (requires { cpu::detail::bias_part(inst)->parameter_count(); })

@@ -5,11 +5,18 @@
 #include "cpu/attention_backward.hpp"
 #include "cpu/attention_decode.hpp"
 #include "grape/encodings/alibi.hpp"
+#include "grape/encodings/axial_2d.hpp"
 #include "grape/encodings/fox.hpp"
 #include "grape/encodings/grape_a_gated.hpp"
+#include "grape/encodings/grape_a.hpp"
 #include "grape/encodings/grape_ap.hpp"
+#include "grape/encodings/grape_m.hpp"
+#include "grape/encodings/liere_2d.hpp"
+#include "grape/encodings/mrope.hpp"
 #include "grape/encodings/rotary_table.hpp"
+#include "grape/encodings/string_rope.hpp"
 #include "grape/encodings/t5_buckets.hpp"
+#include "grape/encodings/xpos.hpp"
 #include "grape/inject/compose.hpp"
 #include "grape/inject/rotate_by_phase.hpp"
 
@@ -31,11 +38,13 @@ template <class I>
 void run_attention_decode(const I& inst, const cpu::decode_args& a);
 
 /// Explicit instantiation declarations (with EXTERN = extern) or definitions (with nothing) of the
-/// three kernels for instance type I.
-#define GRAPE_PYTHON_ATTENTION_KERNELS(EXTERN, I)                                                       \
+/// three kernels for instance type I; a lift's without decode (it would need lifted keys in the cache).
+#define GRAPE_PYTHON_ATTENTION_KERNELS_NO_DECODE(EXTERN, I)                                             \
   EXTERN template void run_attention<I>(const I&, const cpu::attention_args&);                          \
   EXTERN template void run_attention_backward<I>(const I&, const cpu::attention_args&,                  \
-                                                 const cpu::attention_grad_args&);                      \
+                                                 const cpu::attention_grad_args&);
+#define GRAPE_PYTHON_ATTENTION_KERNELS(EXTERN, I)      \
+  GRAPE_PYTHON_ATTENTION_KERNELS_NO_DECODE(EXTERN, I)  \
   EXTERN template void run_attention_decode<I>(const I&, const cpu::decode_args&);
 
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, cpu::no_encoding)
@@ -49,5 +58,14 @@ GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_interleaved_alibi)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, gated_grape_a)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, path_integral)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, phase_rotation)
+// The other built-ins, for grape.encoding(...) objects (attention_kernels_builtin*.cpp); RoPE, ALiBi,
+// T5, FoX, RoPE + ALiBi and the paper's biases are the instance types above.
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, xpos::instance)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, grape_m::instance)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, mrope::instance)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, axial_2d::instance)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, string_rope::instance)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, liere_2d::instance)
+GRAPE_PYTHON_ATTENTION_KERNELS_NO_DECODE(extern, grape_a::instance)
 
 }  // namespace grape::python

@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "bias_tile_array.hpp"
+#include "attention_kernels.hpp"
+#include "builtin_encoding.hpp"
 #include "builtin_rotate.hpp"
 #include "cpu/encode_bias.hpp"
 #include "cpu/encode_embedding.hpp"
@@ -41,18 +43,6 @@ using namespace nb::literals;
 
 namespace {
 
-/// A built-in's instance behind a type-erased rotate: what the Python object holds.
-struct builtin_encoding {
-  std::string name, summary, injection, described;
-  nb::dict params;
-  int head_dim = 0, num_axes = 1;
-  std::function<void(const cpu::rotate_qk_args&, bool backward)> rotate;  // empty: no rotation
-  std::function<void(const cpu::bias_tile&)> bias_tile;                   // empty: no score bias
-  std::function<void(const cpu::embedding_rows&)> add_embedding;          // empty: no embedding
-  // Q and K lifted (or, backward, their gradients from the lifted ones); empty: no lift.
-  std::function<void(const cpu::rotate_qk_args&, const cpu::lifted_tensor&, const cpu::lifted_tensor&, bool)> lift;
-  int bias_heads = 0;
-};
 
 template <class T>
 constexpr const char* kind_of() {
@@ -136,6 +126,15 @@ builtin_encoding make_builtin(const nb::dict& given) {
   }
   if constexpr (requires(const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); })
     b.add_embedding = [inst](const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); };
+  using I = typename E::instance;
+  if constexpr (cpu::attention_takes<I>) {
+    b.attention = [inst](const cpu::attention_args& a) { run_attention(*inst, a); };
+    b.attention_backward = [inst](const cpu::attention_args& a, const cpu::attention_grad_args& g) {
+      run_attention_backward(*inst, a, g);
+    };
+    if constexpr (!requires { inst->reps; })
+      b.attention_decode = [inst](const cpu::decode_args& a) { run_attention_decode(*inst, a); };
+  }
   return b;
 }
 
