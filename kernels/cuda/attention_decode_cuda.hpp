@@ -130,8 +130,7 @@ void attention_decode(const device_attention<Instance>& enc, const cpu::decode_a
   if constexpr (rotates)
     detail::encode_into(enc, detail::decode_queries(a, d, q_pos), a.batch, q_rot.get(), nullptr,
                         static_cast<double*>(phases.get()), device_error_flag, stream);
-  if constexpr (requires { detail::gate_length(enc.scores()); })  // FoX's, the gates', GRAPE-AP's arrays
-    detail::launch_position_check(q_pos, a.batch, detail::gate_length(enc.scores()), device_error_flag, stream);
+  detail::check_bias_positions(q_pos, a.batch, enc.scores(), device_error_flag, stream);
   const float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(d));
   const decode_call c = detail::decode_call_of(a, s, rotates ? q_rot.get() : a.q, q_pos,
                                                static_cast<float*>(parts.get()), scale);

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 #include "cuda/flash_checks.hpp"
 #include "cuda/flash_launch.hpp"
@@ -48,12 +47,13 @@ inline std::int64_t gate_length(const fox_scores& b) { return b.length; }
 inline std::int64_t gate_length(const gated_scores& b) { return b.length; }
 inline std::int64_t gate_length(const path_integral_scores& b) { return b.terms.length; }
 
-/// FoX's, gated GRAPE-A's and GRAPE-AP's per-token arrays: a position past them sets the error flag.
+/// A bias with per-token arrays (FoX's, gated GRAPE-A's, GRAPE-AP's: a gate_length above): one of
+/// `count` positions past them sets the error flag. Nothing for another bias or null positions.
 template <class Bias>
-void check_bias_positions(const flash_operands& ops, const Bias& bias, cudaStream_t stream) {
-  if constexpr (std::is_same_v<Bias, fox_scores> || std::is_same_v<Bias, gated_scores> ||
-                std::is_same_v<Bias, path_integral_scores>)
-    if (ops.positions) launch_position_check(ops.positions, ops.tokens, gate_length(bias), ops.error, stream);
+void check_bias_positions(const std::int64_t* positions, std::int64_t count, const Bias& bias, int* error,
+                          cudaStream_t stream) {
+  if constexpr (requires { gate_length(bias); })
+    if (positions) launch_position_check(positions, count, gate_length(bias), error, stream);
 }
 
 template <class Bias>
@@ -64,7 +64,7 @@ void launch_flash(const flash_operands& ops, const Bias& bias, cudaStream_t stre
   const flash_plan plan = plan_flash(ops, shared_memory_limit());
   require(plan.rows > 0,
           fmt::format("head_dim {}, v_dim {}: no tile fits the device's shared memory", ops.head_dim, ops.v_dim));
-  check_bias_positions(ops, bias, stream);
+  check_bias_positions(ops.positions, ops.tokens, bias, ops.error, stream);
   switch (ops.type) {
     case cpu::dtype::f32: return launch_flash_f32(ops, plan, bias, stream);
     case cpu::dtype::f16: return launch_flash_f16(ops, plan, bias, stream);
@@ -95,7 +95,7 @@ void launch_flash_backward(const flash_operands& ops, const flash_grads& grads, 
   const flash_plan plan = plan_flash_backward(ops, shared_memory_limit());
   require(plan.rows > 0, fmt::format("head_dim {}, v_dim {}: no backward tile fits the device's shared memory",
                                      ops.head_dim, ops.v_dim));
-  check_bias_positions(ops, bias, stream);
+  check_bias_positions(ops.positions, ops.tokens, bias, ops.error, stream);
   switch (ops.type) {
     case cpu::dtype::f32: return launch_flash_backward_f32(ops, g, plan, bias, stream);
     case cpu::dtype::f16: return launch_flash_backward_f16(ops, g, plan, bias, stream);
