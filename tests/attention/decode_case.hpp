@@ -17,6 +17,14 @@
 
 namespace grape::decode_test {
 
+/// The shape of a case's cache: query and KV heads, slots per block, NHD or HND pages, and the
+/// length of each sequence.
+struct decode_layout {
+  std::int64_t heads = 0, kv_heads = 0, block_size = 0;
+  bool hnd = false;
+  std::vector<std::int64_t> lens;
+};
+
 /// A paged cache holding `batch` sequences, and a decode call on it.
 template <class I, class T>
 struct decode_case {
@@ -33,20 +41,23 @@ struct decode_case {
 
   decode_case(const decode_case&) = delete;  // args points into the arrays
   decode_case& operator=(const decode_case&) = delete;
+
+  /// A random layout: 2, 4, 6 or 8 heads (or fixed_heads), GQA 2:1 half the time, 1 to 3 sequences
+  /// of up to max_len tokens, blocks of 1, 5, 16 or 32 slots, NHD or HND pages; the query at the
+  /// last position or (given_positions) up to 40 past it; a window a third of the time.
   decode_case(std::mt19937_64& rng, I i, std::int64_t fixed_heads, std::int64_t max_len, bool given_positions)
-      : inst(std::move(i)), d(inst.content_dim()) {
-    std::uniform_int_distribution<int> u(0, 1 << 20);
-    const auto pick = [&](std::int64_t lo, std::int64_t hi) { return lo + u(rng) % (hi - lo + 1); };
+      : decode_case(rng, i, random_layout(rng, pairs_heads(i), fixed_heads, max_len), given_positions,
+                    max_len) {}
+
+  /// A case of that shape (blocks shuffled through the pool, K encoded at positions 0 .. len − 1, K, V
+  /// and Q random); with max_len > 0 the query positions and the window drawn as above, else the
+  /// query at each sequence's last position and no window.
+  decode_case(std::mt19937_64& rng, I i, decode_layout shape, bool given_positions = false, std::int64_t max_len = 0)
+      : inst(std::move(i)), d(inst.content_dim()), batch(static_cast<std::int64_t>(shape.lens.size())),
+        heads(shape.heads), kv_heads(shape.kv_heads), block_size(shape.block_size), hnd(shape.hnd),
+        lens(std::move(shape.lens)) {
     std::normal_distribution<float> g(0.0f, 1.0f);
-    heads = fixed_heads > 0 ? fixed_heads : pick(1, 4) * 2;
-    kv_heads = heads % 2 == 0 && pick(0, 1) && !pairs_heads(inst) ? heads / 2 : heads;
-    batch = pick(1, 3);
-    block_size = std::array<std::int64_t, 4>{1, 5, 16, 32}[pick(0, 3)];
-    hnd = pick(0, 1) == 1;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      lens.push_back(pick(1, max_len));
-      max_blocks = std::max(max_blocks, (lens.back() + block_size - 1) / block_size);
-    }
+    for (const std::int64_t len : lens) max_blocks = std::max(max_blocks, (len + block_size - 1) / block_size);
     blocks = batch * max_blocks + 3;  // spare blocks nobody uses
     std::vector<std::int32_t> order(static_cast<std::size_t>(blocks));
     std::iota(order.begin(), order.end(), 0);
@@ -70,7 +81,7 @@ struct decode_case {
             k_pages[at] = static_cast<T>(k[(j * kv_heads + h) * d + c]);
             v_pages[at] = static_cast<T>(v[(j * kv_heads + h) * d + c]);
           }
-      q_pos.push_back(given_positions ? pick(lens[b] - 1, lens[b] + 40) : lens[b] - 1);
+      q_pos.push_back(given_positions && max_len > 0 ? pick(rng, lens[b] - 1, lens[b] + 40) : lens[b] - 1);
     }
     q.resize(static_cast<std::size_t>(batch * heads * d));
     for (auto& x : q) x = static_cast<T>(g(rng));
@@ -96,7 +107,24 @@ struct decode_case {
     args.q_positions = given_positions ? q_pos.data() : nullptr;
     args.out = out.data();
     args.lse = lse.data();
-    args.window = pick(0, 2) == 0 ? pick(1, max_len) : 0;
+    args.window = max_len > 0 && pick(rng, 0, 2) == 0 ? pick(rng, 1, max_len) : 0;
+  }
+
+  /// An integer in [lo, hi].
+  static std::int64_t pick(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
+    return lo + std::uniform_int_distribution<int>(0, 1 << 20)(rng) % (hi - lo + 1);
+  }
+
+  static decode_layout random_layout(std::mt19937_64& rng, bool pairs_heads, std::int64_t fixed_heads,
+                                     std::int64_t max_len) {
+    decode_layout l;
+    l.heads = fixed_heads > 0 ? fixed_heads : pick(rng, 1, 4) * 2;
+    l.kv_heads = l.heads % 2 == 0 && pick(rng, 0, 1) && !pairs_heads ? l.heads / 2 : l.heads;
+    const std::int64_t batch = pick(rng, 1, 3);
+    l.block_size = std::array<std::int64_t, 4>{1, 5, 16, 32}[pick(rng, 0, 3)];
+    l.hnd = pick(rng, 0, 1) == 1;
+    for (std::int64_t b = 0; b < batch; ++b) l.lens.push_back(pick(rng, 1, max_len));
+    return l;
   }
 
   std::int64_t address(std::int64_t block, std::int64_t slot, std::int64_t h) const {

@@ -18,17 +18,16 @@
 namespace grape_gpu {
 namespace {
 
-/// A decode case's arrays (decode_case, or long_cache below: q, k_pages, v_pages, table, lens,
-/// q_pos, out, lse, args) on the device, run through cuda::attention_decode for `inst`: the output,
-/// the lse and the error flag back on the host; `iterations` > 0 also times the call.
+/// A decode case's arrays on the device, run through cuda::attention_decode: the output, the lse
+/// and the error flag back on the host; `iterations` > 0 also times the call.
 template <class T>
 struct device_decode {
   std::vector<T> out;
   std::vector<float> lse;
   int flag = 0;
   float ms = 0;
-  template <class I, class Case>
-  device_decode(const I& inst, const Case& c, int iterations) {
+  template <class I>
+  device_decode(const grape::decode_test::decode_case<I, T>& c, int iterations) {
     const grape::cpu::decode_args& a = c.args;
     T *dq = upload(c.q), *dk = upload(c.k_pages), *dv = upload(c.v_pages), *dout = upload(c.out);
     std::int32_t* dtable = upload(c.table);
@@ -44,7 +43,7 @@ struct device_decode {
     da.q_positions = a.q_positions ? dpos : nullptr;
     da.out = dout;
     da.lse = dlse;
-    const grape::cuda::device_attention enc(inst);
+    const grape::cuda::device_attention enc(c.inst);
     const std::int64_t max_len = *std::max_element(c.lens.begin(), c.lens.end());
     grape::cuda::attention_decode(enc, da, max_len, dflag, nullptr);
     CHECK(cudaDeviceSynchronize());
@@ -65,7 +64,7 @@ row compare(const char* name, std::uint64_t seed, std::int64_t max_len, bool giv
   std::mt19937_64 rng(seed);
   auto c = grape::decode_test::random_case<E, T>(rng, max_len, given_positions);
   grape::cpu::attention_decode(c.inst, c.args);
-  const device_decode<T> d(c.inst, c, 0);
+  const device_decode<T> d(c, 0);
   row r{};
   std::snprintf(r.name, sizeof r.name, "%s", name);
   r.max_error = d.flag ? 1e30 : std::max(relative_error(d.out, c.out), relative_error(d.lse, c.lse));
@@ -73,62 +72,15 @@ row compare(const char* name, std::uint64_t seed, std::int64_t max_len, bool giv
   return r;
 }
 
-/// One sequence of `tokens` random bf16 K and V rows for 8 KV heads × 128 in shuffled NHD pages of
-/// 16, and 32 query heads' tokens: decode_case's arrays, at a size decode_case does not draw.
-struct long_cache {
-  using T = Eigen::bfloat16;
-  std::vector<T> q, k_pages, v_pages, out;
-  std::vector<std::int32_t> table;
-  std::vector<std::int64_t> lens, q_pos;
-  std::vector<float> lse;
-  grape::cpu::decode_args args;
-  long_cache(std::mt19937_64& rng, std::int64_t tokens) {
-    constexpr std::int64_t heads = 32, kv_heads = 8, d = 128, block = 16;
-    const std::int64_t blocks = (tokens + block - 1) / block, page = block * kv_heads * d;
-    std::normal_distribution<float> g(0.0f, 1.0f);
-    const auto fill = [&](std::int64_t n) {
-      std::vector<T> x(static_cast<std::size_t>(n));
-      for (auto& e : x) e = T(g(rng));
-      return x;
-    };
-    q = fill(heads * d);
-    k_pages = fill(blocks * page);
-    v_pages = fill(blocks * page);
-    table.resize(static_cast<std::size_t>(blocks));
-    for (std::int64_t i = 0; i < blocks; ++i) table[i] = static_cast<std::int32_t>(i);
-    std::shuffle(table.begin(), table.end(), rng);
-    lens = {tokens};
-    q_pos = {tokens - 1};
-    out.assign(static_cast<std::size_t>(heads * d), T(0.0f));
-    lse.assign(static_cast<std::size_t>(heads), 0.0f);
-    args.type = grape::cpu::dtype::bf16;
-    args.q = q.data();
-    args.batch = 1;
-    args.q_heads = heads;
-    args.kv_heads = kv_heads;
-    const grape::cpu::paged_cache layout{nullptr, blocks * page, page, kv_heads * d, d};
-    args.k = layout;
-    args.k.data = k_pages.data();
-    args.v = layout;
-    args.v.data = v_pages.data();
-    args.blocks = blocks;
-    args.block_size = block;
-    args.block_table = table.data();
-    args.max_blocks = blocks;
-    args.seq_lens = lens.data();
-    args.out = out.data();
-    args.lse = lse.data();
-  }
-};
-
 /// RoPE, bf16, 32 query heads on 8 KV heads × 128 over `tokens` cached tokens: the K/V bytes read
 /// per second against a device copy of the same bytes.
 row throughput(std::int64_t tokens, int iterations) {
   std::mt19937_64 rng(48);
-  const auto inst = grape::rope::make({128, 128, 500000.0, 1.0});
-  long_cache c(rng, tokens);
-  grape::cpu::attention_decode(inst, c.args);
-  const device_decode<Eigen::bfloat16> d(inst, c, iterations);
+  // One sequence in NHD pages of 16 slots.
+  grape::decode_test::decode_case<grape::rope::instance, Eigen::bfloat16> c(
+      rng, grape::rope::make({128, 128, 500000.0, 1.0}), grape::decode_test::decode_layout{32, 8, 16, false, {tokens}});
+  grape::cpu::attention_decode(c.inst, c.args);
+  const device_decode<Eigen::bfloat16> d(c, iterations);
   const double bytes = 2.0 * tokens * 8 * 128 * 2;  // the K and V rows read
   void *from = nullptr, *to = nullptr;  // the same bytes copied (read and written), as the CPU bench's ratio_to_copy
   CHECK(cudaMalloc(&from, static_cast<std::size_t>(bytes)));
