@@ -410,16 +410,14 @@ class _GrapeABias(_torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_tile):
-        # grape's kernel per sequence (cpu::gated_linear_grad, float64); omega's gradient summed over them.
+        # grape's kernel per sequence (cpu::gated_linear_grad, float64; grape_a_bias_grad keeps float64
+        # inputs as they are); omega's gradient summed over the sequences.
         omega, key_gate, query_gate = ctx.saved_tensors
-        wide = _torch.float64  # float64 kept (the gradient is exact then), anything else as float32
-        cpu = lambda x: x.detach().cpu().to(wide if x.dtype == wide else _torch.float32)
         lead, (heads, t) = key_gate.shape[:-2], key_gate.shape[-2:]
-        kg = cpu(key_gate).reshape(-1, heads, t)
-        qg = cpu(query_gate).reshape(-1, heads, t) if ctx.has_query_gate else None
-        g = cpu(grad_tile).reshape(-1, heads, t, t)
-        om = cpu(omega).numpy()
-        parts = [_grape.grape_a_bias_grad(om, kg[n].numpy(), g[n].numpy(), None if qg is None else qg[n].numpy())
+        kg = key_gate.detach().reshape(-1, heads, t)
+        qg = query_gate.detach().reshape(-1, heads, t) if ctx.has_query_gate else None
+        g = grad_tile.detach().reshape(-1, heads, t, t)
+        parts = [_grape.grape_a_bias_grad(omega, kg[n], g[n], None if qg is None else qg[n])
                  for n in range(kg.shape[0])]
         d_omega = sum(_torch.from_numpy(p[0]) for p in parts)
         d_key = _torch.stack([_torch.from_numpy(p[1]) for p in parts]).reshape(*lead, heads, t)
