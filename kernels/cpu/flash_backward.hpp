@@ -80,8 +80,10 @@ void backward_tile(const flash_sequence& s, const flash_gradients& g, std::int64
   const Eigen::Map<const Eigen::ArrayXf, 0, Eigen::InnerStride<>> D(g.delta + i0 * s.q_heads + h, rows,
                                                                     Eigen::InnerStride<>(s.q_heads));
   const Eigen::ArrayXf shift = lse.isFinite().select(lse, Eigen::ArrayXf::Constant(rows, -minus_inf));
-  P.array() = (P.array().colwise() - shift).exp();
-  dS.array() = P.array() * (dS.array().colwise() - D);
+  for (std::int64_t r = 0; r < rows; ++r) {  // row by row: Eigen vectorises exp on a contiguous row
+    P.row(r).array() = (P.row(r).array() - shift[r]).exp();
+    dS.row(r).array() = P.row(r).array() * (dS.row(r).array() - D[r]);
+  }
   if (on_logit)
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c)

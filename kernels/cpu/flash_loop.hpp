@@ -1,109 +1,122 @@
 #pragma once
-// The flash-attention loop on float32 operands already encoded (rotated or lifted, Q pre-scaled):
-// tiles of queries and keys, online softmax, float32 accumulation, never a T×T buffer. A score
-// bias enters through `bias(head, query_token, key_token)`, or a whole tile at once through
-// `bias.add_tile(head, i0, rows, j0, cols, S, ld)` where it has one (ALiBi, T5, FoX); the mask through
-// the sequence indices (causal, sliding window).
+// The flash-attention forward on float32 operands already encoded (rotated or lifted, Q
+// pre-scaled): blocks of 256 queries against tiles of 128 keys, online softmax, float32
+// accumulation, never a T×T buffer. A score bias enters through `bias(head, query_token,
+// key_token)`, or a whole tile at once through `bias.add_tile(head, i0, rows, j0, cols, S, ld)`
+// where it has one (ALiBi, T5, FoX); the mask through the sequence indices (flash_mask.hpp).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "cpu/flash_mask.hpp"
 #include "cpu/launch.hpp"
+#include "cpu/packed_gemm.hpp"
 
 namespace grape::cpu::detail {
 
-/// One sequence's encoded operands, contiguous: Q [len, q_heads, qk_dim], K [len, k_heads, qk_dim]
-/// (K lifted per query head has q_heads heads), V [len, k_heads, v_dim]; out [len, q_heads, v_dim]
-/// in float32; lse [q_heads, lse_stride] at column `first` + query index.
-struct flash_sequence {
-  const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
-  float* out = nullptr;
-  float* lse = nullptr;
-  std::int64_t lse_stride = 0, first = 0;
-  std::int64_t len = 0;
-  std::int64_t q_heads = 0, k_heads = 0, v_heads = 0;
-  int qk_dim = 0, v_dim = 0;
-  bool causal = true;
-  std::int64_t window = 0;  // > 0: key j is seen by query i only when i − j < window
+/// Queries per work item and keys per tile of the forward. 256 queries: each K and V tile serves
+/// four times as many rows as with 64 (0.59 → 0.67 of the same-run GEMM at T = 2048, H = 8,
+/// D = 128 without a mask, docs/performance.md); under a mask each tile meets only the rows that
+/// see it. 128 keys: the per-tile work outside the products halves against 64 (+2–4 %).
+inline constexpr std::int64_t flash_query_block = 256, flash_key_tile = 128;
+
+/// Every K and V tile of a sequence packed once for the products (packed_gemm.hpp): K tile t of
+/// head kh as the lhs [keys × qk_dim] of S = K·Qᵀ, V tile t of head vh as the lhs [v_dim × keys]
+/// of Oᵀ += Vᵀ·Pᵀ.
+struct packed_key_tiles {
+  packed::buffer k, v;
+  std::int64_t tiles = 0, k_floats = 0, v_floats = 0;  // tiles per head, floats per packed tile
+  const float* k_tile(std::int64_t kh, std::int64_t t) const { return k.data() + (kh * tiles + t) * k_floats; }
+  const float* v_tile(std::int64_t vh, std::int64_t t) const { return v.data() + (vh * tiles + t) * v_floats; }
 };
 
-inline constexpr std::int64_t flash_block = 64;
-
-/// Whether query i sees key j (sequence indices): causal, sliding window.
-inline bool flash_sees(const flash_sequence& s, std::int64_t i, std::int64_t j) {
-  return (!s.causal || j <= i) && (s.window <= 0 || (i - j < s.window && (s.causal || j - i < s.window)));
+inline packed_key_tiles pack_key_tiles(const flash_sequence& s, int threads) {
+  packed_key_tiles p;
+  p.tiles = (s.len + flash_key_tile - 1) / flash_key_tile;
+  p.k_floats = packed::lhs_floats(flash_key_tile, s.qk_dim);
+  p.v_floats = packed::lhs_floats(flash_key_tile, s.v_dim);
+  p.k.resize(static_cast<std::size_t>(s.k_heads * p.tiles * p.k_floats));
+  p.v.resize(static_cast<std::size_t>(s.v_heads * p.tiles * p.v_floats));
+  const std::int64_t k_items = s.k_heads * p.tiles;
+  launch_items(k_items + s.v_heads * p.tiles, 0, threads, [&](std::int64_t w, float*) {
+    const bool is_k = w < k_items;
+    const std::int64_t head = (is_k ? w : w - k_items) / p.tiles, t = (is_k ? w : w - k_items) % p.tiles;
+    const std::int64_t j0 = t * flash_key_tile, keys = std::min(flash_key_tile, s.len - j0);
+    if (is_k)
+      packed::pack_lhs<Eigen::RowMajor>(p.k.data() + (head * p.tiles + t) * p.k_floats,
+                                        s.k + (j0 * s.k_heads + head) * s.qk_dim, s.k_heads * s.qk_dim, keys, s.qk_dim);
+    else
+      packed::pack_lhs<Eigen::ColMajor>(p.v.data() + (head * p.tiles + t) * p.v_floats,
+                                        s.v + (j0 * s.v_heads + head) * s.v_dim, s.v_heads * s.v_dim, s.v_dim, keys);
+  });
+  return p;
 }
 
-/// The bias of an encoding without one: tiles that every query sees whole skip the element loop.
-struct no_bias {
-  float operator()(std::int64_t, std::int64_t, std::int64_t) const { return 0.0f; }
-};
-
-/// Whether every query of [i0, i1) sees every key of [j0, j1).
-inline bool tile_all_seen(const flash_sequence& s, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-  if (s.causal && j1 - 1 > i0) return false;
-  if (s.window <= 0) return true;
-  return i1 - 1 - j0 < s.window && (s.causal || j1 - 1 - i0 < s.window);
+/// Floats per cache line; n floats rounded up to whole lines; p moved up to a line boundary.
+inline constexpr std::int64_t cache_line_floats = 16;
+inline std::int64_t line_floats(std::int64_t n) { return (n + cache_line_floats - 1) / cache_line_floats * cache_line_floats; }
+inline float* align_to_line(float* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  return p + (-address % (cache_line_floats * sizeof(float))) / sizeof(float);
 }
 
-/// Adds head h's bias to the tile of queries [i0, i0 + rows) × keys [j0, j0 + cols) and sets the
-/// logits the mask hides to −∞: a bias with add_tile fills the tile at once; otherwise element by
-/// element; neither where there is no bias and the mask hides nothing.
-template <class Bias, class Tile>
-void add_bias_and_mask(const flash_sequence& s, const Bias& bias, std::int64_t h, std::int64_t i0, std::int64_t j0,
-                       Tile& tile) {
-  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
-  const std::int64_t rows = tile.rows(), cols = tile.cols();
-  const bool all_seen = tile_all_seen(s, i0, i0 + rows, j0, j0 + cols);
-  if constexpr (requires { bias.add_tile(h, i0, rows, j0, cols, tile.data(), tile.outerStride()); }) {
-    bias.add_tile(h, i0, rows, j0, cols, tile.data(), tile.outerStride());
-    if (!all_seen)
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t c = 0; c < cols; ++c)
-          if (!flash_sees(s, i0 + r, j0 + c)) tile(r, c) = minus_inf;
-  } else if (!std::is_same_v<Bias, no_bias> || !all_seen) {
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        tile(r, c) = flash_sees(s, i0 + r, j0 + c) ? tile(r, c) + bias(h, i0 + r, j0 + c) : minus_inf;
-  }
-}
-
-/// flash_rows' loop over the key blocks, with the bias it is given.
+/// flash_rows' loop over the key tiles, with the bias it is given. Each key tile is multiplied
+/// with only the rows that see part of it (rounded out to the packed query block's panels: the
+/// extra rows' logits are computed and left unread), so a large query block under a causal mask
+/// or a window computes few more hidden logits than a 64-row one.
 template <class Bias>
-void flash_rows_with(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias) {
-  using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using stride_map = Eigen::Map<const mat, 0, Eigen::OuterStride<>>;
+void flash_rows_with(const flash_sequence& s, const packed_key_tiles& tiles, std::int64_t h, std::int64_t i0,
+                     std::int64_t i1, const Bias& bias, float* scratch) {
+  using mat = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
   constexpr float minus_inf = -std::numeric_limits<float>::infinity();
-  const std::int64_t rows = i1 - i0;
+  constexpr std::int64_t panel = packed::rhs_panel;
+  const std::int64_t rows = i1 - i0, ld = flash_key_tile;
   const std::int64_t kh = s.k_heads == s.q_heads ? h : h / (s.q_heads / s.k_heads);
   const std::int64_t vh = h / (s.q_heads / s.v_heads);
-  const stride_map Q(s.q + (i0 * s.q_heads + h) * s.qk_dim, rows, s.qk_dim, Eigen::OuterStride<>(s.q_heads * s.qk_dim));
-  mat acc = mat::Zero(rows, s.v_dim), S(rows, flash_block);
+  // The thread's scratch (flash_sequence_forward sizes it), reused across its work items; each
+  // part starts on a cache line (unaligned score rows cost 5 % of the forward).
+  float* const parts = align_to_line(scratch);
+  mat acc(parts, rows, s.v_dim), S(parts + line_floats(rows * s.v_dim), rows, ld);
+  float* queries = S.data() + line_floats(rows * ld);
+  float* probabilities = queries + line_floats(rows * s.qk_dim);
+  acc.setZero();
+  packed::pack_rhs(queries, s.q + (i0 * s.q_heads + h) * s.qk_dim, s.q_heads * s.qk_dim, s.qk_dim, rows);
   Eigen::ArrayXf row_max = Eigen::ArrayXf::Constant(rows, minus_inf), row_sum = Eigen::ArrayXf::Zero(rows);
   const std::int64_t j_end = s.causal ? i1 : s.len;
   const std::int64_t j_begin = s.window > 0 ? std::max<std::int64_t>(0, i0 - s.window + 1) : 0;
-  for (std::int64_t j0 = j_begin - j_begin % flash_block; j0 < j_end; j0 += flash_block) {
-    const std::int64_t cols = std::min(flash_block, s.len - j0);
-    const stride_map K(s.k + (j0 * s.k_heads + kh) * s.qk_dim, cols, s.qk_dim, Eigen::OuterStride<>(s.k_heads * s.qk_dim));
-    const stride_map V(s.v + (j0 * s.v_heads + vh) * s.v_dim, cols, s.v_dim, Eigen::OuterStride<>(s.v_heads * s.v_dim));
-    auto tile = S.leftCols(cols);
-    tile.noalias() = Q * K.transpose();
-    add_bias_and_mask(s, bias, h, i0, j0, tile);
-    const Eigen::ArrayXf new_max = row_max.max(tile.array().rowwise().maxCoeff());
-    // A row that has seen nothing yet (all −∞) shifts by 0: its exponentials are 0, not NaN.
-    const Eigen::ArrayXf shift = (new_max == minus_inf).select(Eigen::ArrayXf::Zero(rows), new_max);
-    tile.array() = (tile.array().colwise() - shift).exp();
-    const Eigen::ArrayXf rescale = (row_max - shift).exp();
-    row_sum = row_sum * rescale + tile.array().rowwise().sum();
-    acc.array().colwise() *= rescale;
-    row_max = new_max;
-    acc.noalias() += tile * V;
+  for (std::int64_t j0 = j_begin - j_begin % flash_key_tile; j0 < j_end; j0 += flash_key_tile) {
+    const std::int64_t cols = std::min(flash_key_tile, s.len - j0), t = j0 / flash_key_tile;
+    const auto [first, last] = rows_seeing(s, i0, i1, j0, j0 + cols);
+    if (first == last) continue;
+    const std::int64_t r0 = first - i0, n = last - first;
+    // S rows [p0, p1) = Q·Kᵀ, as the column-major Sᵀ = K·Qᵀ, from whole panels of packed queries.
+    const std::int64_t p0 = r0 - r0 % panel, p1 = std::min(rows, (r0 + n + panel - 1) / panel * panel);
+    S.middleRows(p0, p1 - p0).setZero();
+    packed::multiply_add(S.data() + p0 * ld, ld, tiles.k_tile(kh, t), queries + p0 * s.qk_dim, cols,
+                         s.qk_dim, p1 - p0);
+    auto tile = S.block(r0, 0, n, cols);
+    add_bias_and_mask(s, bias, h, first, j0, tile);
+    // Row by row, each row contiguous: Eigen vectorises exp on a row, not on the tile minus a
+    // broadcast column (that form called the scalar expf per logit: 19 % of the forward's time).
+    for (std::int64_t r = r0; r < r0 + n; ++r) {
+      auto logits = S.row(r).head(cols).array();
+      const float new_max = std::max(row_max[r], logits.maxCoeff());
+      // A row that has seen nothing yet (all −∞) shifts by 0: its exponentials are 0, not NaN.
+      const float shift = new_max == minus_inf ? 0.0f : new_max;
+      logits = (logits - shift).exp();
+      const float rescale = std::exp(row_max[r] - shift);
+      row_sum[r] = row_sum[r] * rescale + logits.sum();
+      if (rescale != 1.0f) acc.row(r) *= rescale;
+      row_max[r] = new_max;
+    }
+    // O rows [r0, r0 + n) += P·V, as the column-major Oᵀ += Vᵀ·Pᵀ.
+    packed::pack_rhs(probabilities, S.data() + r0 * ld, ld, cols, n);
+    packed::multiply_add(acc.data() + r0 * s.v_dim, s.v_dim, tiles.v_tile(vh, t), probabilities, s.v_dim, cols, n);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t i = i0 + r;
@@ -114,35 +127,34 @@ void flash_rows_with(const flash_sequence& s, std::int64_t h, std::int64_t i0, s
   }
 }
 
-/// Rows [i0, i1) of head h: the online softmax over every key block the mask lets in. The
-/// exponentials and row reductions run on whole tiles (Eigen's vectorised exp); the bias and the
+/// Rows [i0, i1) of head h: the online softmax over every key tile the mask lets in. The
+/// exponentials and row reductions run row by row (Eigen's vectorised exp); the bias and the
 /// mask through add_bias_and_mask. A bias that gives row_block(h, i0, rows) (its rows computed
 /// once for the block: GRAPE-AP) adds its tiles from that.
 template <class Bias>
-void flash_rows(const flash_sequence& s, std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias) {
+void flash_rows(const flash_sequence& s, const packed_key_tiles& tiles, std::int64_t h, std::int64_t i0,
+                std::int64_t i1, const Bias& bias, float* scratch) {
   if constexpr (requires { bias.row_block(h, i0, i1 - i0); }) {
     const auto block = bias.row_block(h, i0, i1 - i0);
-    flash_rows_with(s, h, i0, i1, block);
+    flash_rows_with(s, tiles, h, i0, i1, block, scratch);
   } else {
-    flash_rows_with(s, h, i0, i1, bias);
+    flash_rows_with(s, tiles, h, i0, i1, bias, scratch);
   }
 }
 
-/// Queries per work item of the forward: 256 when every query sees every key (each K and V tile
-/// then serves four times as many rows, which amortises the products' packing: 0.59 → 0.67 of the
-/// same-run GEMM at T = 2048, H = 8, D = 128, docs/performance.md), 64 under a causal mask or a
-/// window (a larger block computes more masked logits on the diagonal than it saves).
-inline std::int64_t flash_query_rows(const flash_sequence& s) {
-  return s.causal || s.window > 0 ? flash_block : 4 * flash_block;
-}
 
 /// Every head and query block of one sequence, through the one CPU launcher.
 template <class Bias>
 void flash_sequence_forward(const flash_sequence& s, const Bias& bias, int threads) {
-  const std::int64_t rows = flash_query_rows(s), blocks = (s.len + rows - 1) / rows;
-  launch_items(s.q_heads * blocks, 0, threads, [&](std::int64_t w, float*) {
+  const std::int64_t rows = flash_query_block, blocks = (s.len + rows - 1) / rows;
+  const packed_key_tiles tiles = pack_key_tiles(s, threads);
+  // Per thread: the accumulator [rows, v_dim], the scores [rows, key tile], the packed queries and
+  // the packed probabilities of one work item.
+  const std::int64_t scratch = line_floats(rows * s.v_dim) + 2 * line_floats(rows * flash_key_tile) +
+                               line_floats(rows * s.qk_dim) + cache_line_floats;
+  launch_items(s.q_heads * blocks, static_cast<int>(scratch), threads, [&](std::int64_t w, float* thread_scratch) {
     const std::int64_t h = w / blocks, b = w % blocks;
-    flash_rows(s, h, b * rows, std::min(s.len, (b + 1) * rows), bias);
+    flash_rows(s, tiles, h, b * rows, std::min(s.len, (b + 1) * rows), bias, thread_scratch);
   });
 }
 

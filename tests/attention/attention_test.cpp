@@ -28,10 +28,10 @@ double output_tolerance() {
 }
 
 template <class E, class T>
-void matches_reference(std::uint64_t seed, std::int64_t position_base) {
+void matches_reference(std::uint64_t seed, std::int64_t position_base, std::int64_t max_len = 150) {
   std::mt19937_64 rng(seed);
   const auto inst = E::make(E::random_params(rng));
-  attention_call<typename E::instance, T> c(rng, inst, encoding_heads(inst), 150, position_base, 450);
+  attention_call<typename E::instance, T> c(rng, inst, encoding_heads(inst), max_len, position_base, 3 * max_len);
   cpu::attention(c.inst, c.args);
   const attention_comparison r = c.compare();
   RC_LOG() << "tokens " << c.total << " heads " << c.heads << "/" << c.kv_heads << " causal " << c.args.causal
@@ -67,6 +67,13 @@ TEST(Attention, LiftsAndCompositionsMatchTheDenseReference) {
   property("grape_m_contextual", 56, 10, [](std::uint64_t s) { matches_reference<grape_m_contextual, float>(s, 0); });
   property("grape_m_contextual bf16", 57, 5,
            [](std::uint64_t s) { matches_reference<grape_m_contextual, Eigen::bfloat16>(s, 0); });
+}
+
+/// Sequences of up to 700 tokens: several 256-query blocks and 128-key tiles, so the key tiles
+/// meet query blocks that start past them, and a mask's first seeing row falls inside a block.
+TEST(Attention, LongSequencesCrossTheQueryBlocks) {
+  property("rope", 58, 4, [](std::uint64_t s) { matches_reference<rope, float>(s, 1000, 700); });
+  property("alibi", 59, 4, [](std::uint64_t s) { matches_reference<alibi, float>(s, 0, 700); });
 }
 
 /// Moving every position by t (up to max_shift) leaves the output of a relative encoding

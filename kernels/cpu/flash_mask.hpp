@@ -1,0 +1,103 @@
+#pragma once
+// One sequence's operands for the flash loops (forward and backward) and the mask they apply:
+// causal, sliding window, per logit (flash_sees, the definition), per row (columns_seen), per key
+// tile (rows_seeing), and with a bias into a score tile (add_bias_and_mask).
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+namespace grape::cpu::detail {
+
+/// One sequence's encoded operands, contiguous: Q [len, q_heads, qk_dim], K [len, k_heads, qk_dim]
+/// (K lifted per query head has q_heads heads), V [len, k_heads, v_dim]; out [len, q_heads, v_dim]
+/// in float32; lse [q_heads, lse_stride] at column `first` + query index.
+struct flash_sequence {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+  float* lse = nullptr;
+  std::int64_t lse_stride = 0, first = 0;
+  std::int64_t len = 0;
+  std::int64_t q_heads = 0, k_heads = 0, v_heads = 0;
+  int qk_dim = 0, v_dim = 0;
+  bool causal = true;
+  std::int64_t window = 0;  // > 0: key j is seen by query i only when i − j < window
+};
+
+/// Queries and keys per tile of the backward.
+inline constexpr std::int64_t flash_block = 64;
+
+/// Whether query i sees key j (sequence indices): causal, sliding window.
+inline bool flash_sees(const flash_sequence& s, std::int64_t i, std::int64_t j) {
+  return (!s.causal || j <= i) && (s.window <= 0 || (i - j < s.window && (s.causal || j - i < s.window)));
+}
+
+/// The bias of an encoding without one: tiles that every query sees whole skip the element loop.
+struct no_bias {
+  float operator()(std::int64_t, std::int64_t, std::int64_t) const { return 0.0f; }
+};
+
+/// Whether every query of [i0, i1) sees every key of [j0, j1).
+inline bool tile_all_seen(const flash_sequence& s, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+  if (s.causal && j1 - 1 > i0) return false;
+  if (s.window <= 0) return true;
+  return i1 - 1 - j0 < s.window && (s.causal || j1 - 1 - i0 < s.window);
+}
+
+/// The keys [j0, j0 + cols) that query i sees, as columns [first, last) of its tile row: one
+/// contiguous range, since the causal and window limits bound j from above and below.
+inline std::pair<std::int64_t, std::int64_t> columns_seen(const flash_sequence& s, std::int64_t i, std::int64_t j0,
+                                                          std::int64_t cols) {
+  std::int64_t lo = j0, hi = j0 + cols;  // keys
+  if (s.causal) hi = std::min(hi, i + 1);
+  if (s.window > 0) {
+    lo = std::max(lo, i - s.window + 1);
+    if (!s.causal) hi = std::min(hi, i + s.window);
+  }
+  lo = std::min(lo, j0 + cols);
+  return {lo - j0, std::max(lo, hi) - j0};
+}
+
+/// Adds head h's bias to the tile of queries [i0, i0 + rows) × keys [j0, j0 + cols) and sets the
+/// logits the mask hides to −∞: a bias with add_tile fills the tile at once; otherwise element by
+/// element; neither where there is no bias and the mask hides nothing. The mask is written per row
+/// as the two runs of columns outside columns_seen (no test per logit).
+template <class Bias, class Tile>
+void add_bias_and_mask(const flash_sequence& s, const Bias& bias, std::int64_t h, std::int64_t i0, std::int64_t j0,
+                       Tile& tile) {
+  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+  const std::int64_t rows = tile.rows(), cols = tile.cols();
+  const bool all_seen = tile_all_seen(s, i0, i0 + rows, j0, j0 + cols);
+  constexpr bool tile_bias = requires { bias.add_tile(h, i0, rows, j0, cols, tile.data(), tile.outerStride()); };
+  if constexpr (tile_bias) bias.add_tile(h, i0, rows, j0, cols, tile.data(), tile.outerStride());
+  if (all_seen && (tile_bias || std::is_same_v<Bias, no_bias>)) return;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto [first, last] = all_seen ? std::pair<std::int64_t, std::int64_t>{0, cols} : columns_seen(s, i0 + r, j0, cols);
+    float* row = &tile(r, 0);
+    std::fill(row, row + first, minus_inf);
+    if constexpr (!tile_bias && !std::is_same_v<Bias, no_bias>)
+      for (std::int64_t c = first; c < last; ++c) row[c] += bias(h, i0 + r, j0 + c);
+    std::fill(row + last, row + cols, minus_inf);
+  }
+}
+
+/// The rows of the query block [i0, i1) that see some key of [j0, j1) under the mask: a
+/// contiguous range, since the causal and window limits are monotone in the query index.
+struct row_range {
+  std::int64_t first, last;  // query indices, [first, last)
+};
+inline row_range rows_seeing(const flash_sequence& s, std::int64_t i0, std::int64_t i1, std::int64_t j0,
+                             std::int64_t j1) {
+  std::int64_t first = i0, last = i1;
+  if (s.causal) first = std::max(first, j0);
+  if (s.window > 0) {
+    last = std::min(last, j1 - 1 + s.window);
+    if (!s.causal) first = std::max(first, j0 - s.window + 1);
+  }
+  return {first, std::max(first, last)};
+}
+
+}  // namespace grape::cpu::detail
