@@ -96,8 +96,8 @@ struct gemm {
 
 template <class Instance>
 void attention_case(benchmark::State& state, const std::string& name, const Instance& inst, bool causal, int threads,
-                    std::int64_t heads, std::int64_t kv_heads) {
-  problem p(2048, heads, kv_heads, 128, causal, threads);
+                    std::int64_t heads, std::int64_t kv_heads, std::int64_t tokens = 2048) {
+  problem p(tokens, heads, kv_heads, 128, causal, threads);
   gemm g;
   std::vector<double> ratio, overhead;
   for (auto _ : state) {
@@ -342,14 +342,15 @@ void register_backward(const char* label) {
 }
 
 template <class E>
-void register_encoding(const char* label) {
+void register_encoding(const char* label, std::int64_t tokens = 2048) {
   for (const bool causal : {false, true})
     for (const int threads : {1, 2}) {
-      const std::string name = fmt::format("{}/T2048/H8/D128/{}/threads{}", label, causal ? "causal" : "full", threads);
+      const std::string name =
+          fmt::format("{}/T{}/H8/D128/{}/threads{}", label, tokens, causal ? "causal" : "full", threads);
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
         const auto inst = E::make(with_heads<E>(E::default_params(), 8));
-        attention_case(s, name, inst, causal, threads, 8, 8);
-      })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+        attention_case(s, name, inst, causal, threads, 8, 8, tokens);
+      })->UseManualTime()->Iterations(tokens > 2048 ? 2 : 3)->Unit(benchmark::kMillisecond);
     }
 }
 
@@ -369,6 +370,7 @@ int main(int argc, char** argv) {
   register_encoding<t5_buckets>("t5");
   register_encoding<grape_a>("grape_a");
   register_encoding<rope_alibi>("rope_alibi");
+  register_encoding<rope>("rope", 8192);
   for (const int threads : {1, 2}) {  // FoX is causal: its bias is −∞ above the diagonal
     const std::string name = fmt::format("fox/T2048/H8/D128/causal/threads{}", threads);
     benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {

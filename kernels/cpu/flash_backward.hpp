@@ -16,22 +16,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/flash_backward_operands.hpp"
 #include "cpu/flash_loop.hpp"
 #include "cpu/launch.hpp"
 #include "cpu/threads.hpp"
 
 namespace grape::cpu::detail {
-
-/// One sequence's backward operands beside flash_sequence's (its `out` is the forward's output):
-/// dO [len, q_heads, v_dim], D [len, q_heads]; the gradients of the encoded operands, written:
-/// dQ' like Q, dK' like K, dV like V.
-struct flash_gradients {
-  const float* grad_out = nullptr;
-  const float* delta = nullptr;
-  float* grad_q = nullptr;
-  float* grad_k = nullptr;
-  float* grad_v = nullptr;
-};
 
 /// The key pass asks for no logit gradients.
 struct no_logit_gradient {
@@ -48,32 +38,33 @@ inline bool block_visible(const flash_sequence& s, std::int64_t i0, std::int64_t
   return gap < s.window;
 }
 
-using flash_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using flash_map = Eigen::Map<const flash_matrix, 0, Eigen::OuterStride<>>;
-using flash_out_map = Eigen::Map<flash_matrix, 0, Eigen::OuterStride<>>;
-
-/// Rows of head h from `first`: [rows, dim] with the token stride of `heads` heads.
-inline flash_map rows_of(const float* x, std::int64_t first, std::int64_t rows, std::int64_t heads, std::int64_t h,
-                         int dim) {
-  return flash_map(x + (first * heads + h) * dim, rows, dim, Eigen::OuterStride<>(heads * dim));
-}
-inline flash_out_map rows_of(float* x, std::int64_t first, std::int64_t rows, std::int64_t heads, std::int64_t h,
-                             int dim) {
-  return flash_out_map(x + (first * heads + h) * dim, rows, dim, Eigen::OuterStride<>(heads * dim));
-}
+/// A thread's tiles for the backward: P and dS [64, 64] (row-major, 64 floats apart) and one
+/// packed rhs of a tile, each on its own cache lines.
+struct backward_tiles {
+  using map = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
+  static constexpr std::int64_t ld = flash_block, floats = flash_block * flash_block;
+  static constexpr std::int64_t scratch_floats = 3 * floats + cache_line_floats;
+  float *p, *ds, *rhs;
+  explicit backward_tiles(float* scratch) : p(align_to_line(scratch)), ds(p + floats), rhs(ds + floats) {}
+  map P(std::int64_t rows, std::int64_t cols) const { return map(p, rows, cols, Eigen::OuterStride<>(ld)); }
+  map dS(std::int64_t rows, std::int64_t cols) const { return map(ds, rows, cols, Eigen::OuterStride<>(ld)); }
+};
 
 /// P and dS of the tile (queries [i0, i1), keys [j0, j1)) of query head h, on whole tiles as the
 /// forward computes them; `on_logit(i, j, ds)`, when given, sees each visible logit's gradient.
 template <class Bias, class OnLogit>
-void backward_tile(const flash_sequence& s, const flash_gradients& g, std::int64_t h, std::int64_t i0, std::int64_t i1,
-                   std::int64_t j0, std::int64_t j1, const Bias& bias, flash_matrix& P, flash_matrix& dS,
-                   const OnLogit* on_logit) {
+void backward_tile(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+                   std::int64_t h, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1,
+                   const Bias& bias, const backward_tiles& t, const OnLogit* on_logit) {
   constexpr float minus_inf = -std::numeric_limits<float>::infinity();
-  const std::int64_t rows = i1 - i0, cols = j1 - j0;
+  const std::int64_t rows = i1 - i0, cols = j1 - j0, jb = j0 / flash_block;
   const std::int64_t kh = h / (s.q_heads / s.k_heads), vh = h / (s.q_heads / s.v_heads);
-  P.noalias() = rows_of(s.q, i0, rows, s.q_heads, h, s.qk_dim) * rows_of(s.k, j0, cols, s.k_heads, kh, s.qk_dim).transpose();
-  dS.noalias() = rows_of(g.grad_out, i0, rows, s.q_heads, h, s.v_dim) *
-                 rows_of(s.v, j0, cols, s.v_heads, vh, s.v_dim).transpose();
+  auto P = t.P(rows, cols);
+  auto dS = t.dS(rows, cols);
+  P.setZero();
+  dS.setZero();
+  packed::multiply_add(t.p, t.ld, ops.k_rows.at(kh, jb), ops.queries(h, i0, s.qk_dim), cols, s.qk_dim, rows);
+  packed::multiply_add(t.ds, t.ld, ops.v_rows.at(vh, jb), ops.grad_outs(h, i0, s.v_dim), cols, s.v_dim, rows);
   add_bias_and_mask(s, bias, h, i0, j0, P);
   // lse and D of the rows; a row that saw nothing (lse = −∞) gets P = 0 through a shift of +∞.
   const Eigen::Map<const Eigen::ArrayXf> lse(s.lse + h * s.lse_stride + s.first + i0, rows);
@@ -92,53 +83,55 @@ void backward_tile(const flash_sequence& s, const flash_gradients& g, std::int64
 
 /// dK' and dV of key block [j0, j1) for query heads [h0, h1): every query block that sees it.
 template <class Bias>
-void backward_key_block(const flash_sequence& s, const flash_gradients& g, std::int64_t h0, std::int64_t h1,
-                        std::int64_t j0, std::int64_t j1, const Bias& bias) {
-  flash_matrix P, dS;
+void backward_key_block(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+                        std::int64_t h0, std::int64_t h1, std::int64_t j0, std::int64_t j1, const Bias& bias,
+                        const backward_tiles& t) {
   constexpr const no_logit_gradient* no_logits = nullptr;
+  const std::int64_t keys = j1 - j0;
   for (std::int64_t h = h0; h < h1; ++h) {
     const std::int64_t kh = h / (s.q_heads / s.k_heads), vh = h / (s.q_heads / s.v_heads);
-    auto dK = rows_of(g.grad_k, j0, j1 - j0, s.k_heads, kh, s.qk_dim);
-    auto dV = rows_of(g.grad_v, j0, j1 - j0, s.v_heads, vh, s.v_dim);
+    float* dK = g.grad_k + (j0 * s.k_heads + kh) * s.qk_dim;  // dK_jᵀ, column-major, a key per column
+    float* dV = g.grad_v + (j0 * s.v_heads + vh) * s.v_dim;
     for (std::int64_t i0 = 0; i0 < s.len; i0 += flash_block) {
-      const std::int64_t i1 = std::min(s.len, i0 + flash_block);
+      const std::int64_t i1 = std::min(s.len, i0 + flash_block), queries = i1 - i0, ib = i0 / flash_block;
       if (!block_visible(s, i0, i1, j0, j1)) continue;
-      P.resize(i1 - i0, j1 - j0);
-      dS.resize(i1 - i0, j1 - j0);
-      backward_tile(s, g, h, i0, i1, j0, j1, bias, P, dS, no_logits);
-      dV.noalias() += P.transpose() * rows_of(g.grad_out, i0, i1 - i0, s.q_heads, h, s.v_dim);
-      dK.noalias() += dS.transpose() * rows_of(s.q, i0, i1 - i0, s.q_heads, h, s.qk_dim);
+      backward_tile(s, g, ops, h, i0, i1, j0, j1, bias, t, no_logits);
+      packed::pack_rhs<Eigen::RowMajor>(t.rhs, t.p, t.ld, queries, keys);  // P [queries × keys]
+      packed::multiply_add(dV, s.v_heads * s.v_dim, ops.o_cols.at(h, ib), t.rhs, s.v_dim, queries, keys);
+      packed::pack_rhs<Eigen::RowMajor>(t.rhs, t.ds, t.ld, queries, keys);  // dS [queries × keys]
+      packed::multiply_add(dK, s.k_heads * s.qk_dim, ops.q_cols.at(h, ib), t.rhs, s.qk_dim, queries, keys);
     }
   }
 }
 
 /// backward_query_block's loop over the key blocks, with the bias it is given.
 template <class Bias, class OnLogit>
-void backward_query_block_with(const flash_sequence& s, const flash_gradients& g, std::int64_t h, std::int64_t i0,
-                          std::int64_t i1, const Bias& bias, const OnLogit* on_logit) {
-  flash_matrix P, dS;
-  const std::int64_t kh = h / (s.q_heads / s.k_heads);
-  auto dQ = rows_of(g.grad_q, i0, i1 - i0, s.q_heads, h, s.qk_dim);
+void backward_query_block_with(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+                               std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias,
+                               const backward_tiles& t, const OnLogit* on_logit) {
+  const std::int64_t kh = h / (s.q_heads / s.k_heads), queries = i1 - i0;
+  float* dQ = g.grad_q + (i0 * s.q_heads + h) * s.qk_dim;  // dQ_iᵀ, column-major, a query per column
   for (std::int64_t j0 = 0; j0 < s.len; j0 += flash_block) {
-    const std::int64_t j1 = std::min(s.len, j0 + flash_block);
+    const std::int64_t j1 = std::min(s.len, j0 + flash_block), keys = j1 - j0;
     if (!block_visible(s, i0, i1, j0, j1)) continue;
-    P.resize(i1 - i0, j1 - j0);
-    dS.resize(i1 - i0, j1 - j0);
-    backward_tile(s, g, h, i0, i1, j0, j1, bias, P, dS, on_logit);
-    dQ.noalias() += dS * rows_of(s.k, j0, j1 - j0, s.k_heads, kh, s.qk_dim);
+    backward_tile(s, g, ops, h, i0, i1, j0, j1, bias, t, on_logit);
+    packed::pack_rhs(t.rhs, t.ds, t.ld, keys, queries);  // dSᵀ [keys × queries]
+    packed::multiply_add(dQ, s.q_heads * s.qk_dim, ops.k_cols.at(kh, j0 / flash_block), t.rhs, s.qk_dim, keys,
+                         queries);
   }
 }
 
 /// dQ' of query block [i0, i1) of head h; on_logit(i, j, ds) for the bias's gradient, or null. A
 /// bias with row_block (GRAPE-AP) computes the block's rows once, as the forward does.
 template <class Bias, class OnLogit>
-void backward_query_block(const flash_sequence& s, const flash_gradients& g, std::int64_t h, std::int64_t i0,
-                          std::int64_t i1, const Bias& bias, const OnLogit* on_logit) {
+void backward_query_block(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+                          std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias,
+                          const backward_tiles& t, const OnLogit* on_logit) {
   if constexpr (requires { bias.row_block(h, i0, i1 - i0); }) {
     const auto block = bias.row_block(h, i0, i1 - i0);
-    return backward_query_block_with(s, g, h, i0, i1, block, on_logit);
+    return backward_query_block_with(s, g, ops, h, i0, i1, block, t, on_logit);
   } else {
-    return backward_query_block_with(s, g, h, i0, i1, bias, on_logit);
+    return backward_query_block_with(s, g, ops, h, i0, i1, bias, t, on_logit);
   }
 }
 
@@ -168,24 +161,27 @@ void flash_sequence_backward(const flash_sequence& s, const flash_gradients& g, 
   // Key blocks: a group of query heads owns its K and V head's rows when K and V have the same
   // heads; otherwise one item owns the block's rows of every head.
   const std::int64_t groups = s.k_heads == s.v_heads ? s.k_heads : 1, per_group = s.q_heads / groups;
-  launch_items(groups * blocks, 0, threads, [&](std::int64_t w, float*) {
+  const flash_backward_operands ops = pack_backward_operands(s, g, threads);
+  constexpr int scratch = static_cast<int>(backward_tiles::scratch_floats);
+  launch_items(groups * blocks, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
     const std::int64_t group = w / blocks, b = w % blocks;
-    backward_key_block(s, g, group * per_group, (group + 1) * per_group, b * flash_block,
-                       std::min(s.len, (b + 1) * flash_block), bias);
+    backward_key_block(s, g, ops, group * per_group, (group + 1) * per_group, b * flash_block,
+                       std::min(s.len, (b + 1) * flash_block), bias, backward_tiles(thread_scratch));
   });
-  launch_items(s.q_heads * blocks, 0, threads, [&](std::int64_t w, float*) {
+  launch_items(s.q_heads * blocks, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
     const std::int64_t h = w / blocks, b = w % blocks;
     const int thread = thread_index();
     const std::int64_t i0 = b * flash_block, i1 = std::min(s.len, (b + 1) * flash_block);
+    const backward_tiles t(thread_scratch);
     if constexpr (takes_whole_rows<Accumulate>) {
       std::vector<float> rows(accumulate ? static_cast<std::size_t>((i1 - i0) * s.len) : 0, 0.0f);
       const auto on_logit = [&](std::int64_t i, std::int64_t j, float ds) { rows[(i - i0) * s.len + j] = ds; };
-      backward_query_block(s, g, h, i0, i1, bias, accumulate ? &on_logit : nullptr);
+      backward_query_block(s, g, ops, h, i0, i1, bias, t, accumulate ? &on_logit : nullptr);
       if (accumulate)
         for (std::int64_t i = i0; i < i1; ++i) accumulate->row(thread, h, i, rows.data() + (i - i0) * s.len, s.len);
     } else {
       const auto on_logit = [&](std::int64_t i, std::int64_t j, float ds) { (*accumulate)(thread, h, i, j, ds); };
-      backward_query_block(s, g, h, i0, i1, bias, accumulate ? &on_logit : nullptr);
+      backward_query_block(s, g, ops, h, i0, i1, bias, t, accumulate ? &on_logit : nullptr);
     }
   });
 }

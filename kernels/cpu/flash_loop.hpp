@@ -57,14 +57,6 @@ inline packed_key_tiles pack_key_tiles(const flash_sequence& s, int threads) {
   return p;
 }
 
-/// Floats per cache line; n floats rounded up to whole lines; p moved up to a line boundary.
-inline constexpr std::int64_t cache_line_floats = 16;
-inline std::int64_t line_floats(std::int64_t n) { return (n + cache_line_floats - 1) / cache_line_floats * cache_line_floats; }
-inline float* align_to_line(float* p) {
-  const auto address = reinterpret_cast<std::uintptr_t>(p);
-  return p + (-address % (cache_line_floats * sizeof(float))) / sizeof(float);
-}
-
 /// flash_rows' loop over the key tiles, with the bias it is given. Each key tile is multiplied
 /// with only the rows that see part of it (rounded out to the packed query block's panels: the
 /// extra rows' logits are computed and left unread), so a large query block under a causal mask
