@@ -96,8 +96,8 @@ struct gemm {
 
 template <class Instance>
 void attention_case(benchmark::State& state, const std::string& name, const Instance& inst, bool causal, int threads,
-                    std::int64_t heads, std::int64_t kv_heads, std::int64_t tokens = 2048) {
-  problem p(tokens, heads, kv_heads, 128, causal, threads);
+                    std::int64_t heads, std::int64_t kv_heads, std::int64_t tokens = 2048, int head_dim = 128) {
+  problem p(tokens, heads, kv_heads, head_dim, causal, threads);
   gemm g;
   std::vector<double> ratio, overhead;
   for (auto _ : state) {
@@ -114,11 +114,11 @@ void attention_case(benchmark::State& state, const std::string& name, const Inst
 }
 
 template <class E>
-typename E::params with_heads(typename E::params p, std::int64_t heads) {
+typename E::params with_heads(typename E::params p, std::int64_t heads, int head_dim = 128) {
   if constexpr (requires { p.heads; }) p.heads = static_cast<int>(heads);
-  if constexpr (requires { p.rotary; }) p.rotary.head_dim = p.rotary.rotary_dim = 128;
-  else p.head_dim = 128;
-  if constexpr (requires { p.rotary_dim; }) p.rotary_dim = 128;
+  if constexpr (requires { p.rotary; }) p.rotary.head_dim = p.rotary.rotary_dim = head_dim;
+  else p.head_dim = head_dim;
+  if constexpr (requires { p.rotary_dim; }) p.rotary_dim = head_dim;
   return p;
 }
 
@@ -371,6 +371,14 @@ int main(int argc, char** argv) {
   register_encoding<grape_a>("grape_a");
   register_encoding<rope_alibi>("rope_alibi");
   register_encoding<rope>("rope", 8192);
+  for (const int head_dim : {64, 256})  // the same kernel at other head dims (no specialisation)
+    for (const int threads : {1, 2}) {
+      const std::string name = fmt::format("rope/T2048/H8/D{}/full/threads{}", head_dim, threads);
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+        const auto inst = rope::make(with_heads<rope>(rope::default_params(), 8, head_dim));
+        attention_case(s, name, inst, false, threads, 8, 8, 2048, head_dim);
+      })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+    }
   for (const int threads : {1, 2}) {  // FoX is causal: its bias is −∞ above the diagonal
     const std::string name = fmt::format("fox/T2048/H8/D128/causal/threads{}", threads);
     benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
