@@ -24,6 +24,7 @@
 #include "grape/group/translation.hpp"
 #include "grape/inject/offset_tile.hpp"
 #include "grape/inject/score_bias.hpp"
+#include "grape/math/log_sigmoid_packets.hpp"
 #include "grape/math/paper_bias.hpp"
 
 namespace grape {
@@ -55,7 +56,8 @@ struct path_integral_bias {
   /// A whole tile for the fused attention (inject/offset_tile.hpp). With consecutive keys inside
   /// the sequence, each row is one suffix sum from its query down to the tile's first key — the
   /// path sum of every logit of the row in O(m − n₀) terms, not O((m − n₀)·cols) — equal to
-  /// bias() up to the order of the float64 sum; otherwise logit by logit through bias().
+  /// bias() up to the order of the float64 sum and a few ulps per term (terms_of_row); otherwise
+  /// logit by logit through bias().
   void add_tile(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
                 std::int64_t ld) const {
     bool suffix_sums = cols > 0 && n[0] >= 0 && n[0] + cols <= length && consecutive_positions(n, cols);
@@ -70,9 +72,11 @@ struct path_integral_bias {
       const std::int64_t n0 = n[0], n_end = n0 + cols;
       for (std::int64_t j = n0 > i + 1 ? n0 : i + 1; j < n_end; ++j)
         row[j - n0] += -std::numeric_limits<float>::infinity();  // keys after the query
+      if (n0 > i) continue;
+      const Eigen::ArrayXd& t = terms_of_row(h, i, n0 + 1);  // t[ℓ − n0 − 1], ℓ = n0 + 1 .. i
       double sum = 0;  // Σ_{j<ℓ≤i} term(ℓ) for the current j
       for (std::int64_t j = i; j >= n0; --j) {
-        if (j < i) sum += term_at_offset(h, i, j + 1);
+        if (j < i) sum += t[j - n0];
         if (j < n_end) row[j - n0] += static_cast<float>(sum);
       }
     }
@@ -161,8 +165,9 @@ struct path_integral_bias {
       require_in_sequence(m[r], 0, 0);
       std::vector<double>& row = b.suffix[r];
       row.assign(static_cast<std::size_t>(m[r] + 1), 0.0);  // m[r] >= 0: checked above
+      const Eigen::ArrayXd& t = terms_of_row(h, m[r], 1);  // t[ℓ − 1], ℓ = 1 .. m
       double sum = 0;
-      for (std::int64_t j = m[r] - 1; j >= 0; --j) row[j] = sum += term_at_offset(h, m[r], j + 1);
+      for (std::int64_t j = m[r] - 1; j >= 0; --j) row[j] = sum += t[j];
     }
     return b;
   }
@@ -179,6 +184,19 @@ struct path_integral_bias {
   double term_at_offset(int h, std::int64_t i, std::int64_t l) const {
     return math::path_integral_term(rows.data() + (h * length + i) * dim, keys.data() + (h * length + l) * dim, dim,
                                     offset_cos[i - l], offset_sin[i - l], slopes[h]);
+  }
+  /// term_at_offset(h, i, ℓ) for ℓ = first .. i, as an array from ℓ = first, with log σ on Eigen's
+  /// packets (math/log_sigmoid_packets.hpp: the tile paths' terms; bias() keeps the scalar form,
+  /// equal to a few ulps). The array is the calling thread's, valid until its next call.
+  const Eigen::ArrayXd& terms_of_row(int h, std::int64_t i, std::int64_t first) const {
+    thread_local Eigen::ArrayXd t;
+    t.resize(i - first + 1);
+    const double* x = rows.data() + (h * length + i) * dim;
+    for (std::int64_t l = first; l <= i; ++l)
+      t[l - first] = math::path_integral_argument(x, keys.data() + (h * length + l) * dim, dim, offset_cos[i - l],
+                                                  offset_sin[i - l]);
+    math::log_sigmoid_in_place(t, slopes[h]);
+    return t;
   }
 };
 
