@@ -26,23 +26,9 @@ struct flash_gradients {
   float* grad_v = nullptr;
 };
 
-/// One kind of packed block: `per_head` blocks of `floats` floats for each head.
-struct packed_blocks {
-  packed::buffer data;
-  std::int64_t per_head = 0, floats = 0;
-  void shape(std::int64_t heads, std::int64_t blocks, std::int64_t block_floats) {
-    per_head = blocks, floats = block_floats;
-    data.resize(static_cast<std::size_t>(heads * blocks * block_floats));
-  }
-  float* at(std::int64_t head, std::int64_t block) { return data.data() + (head * per_head + block) * floats; }
-  const float* at(std::int64_t head, std::int64_t block) const {
-    return data.data() + (head * per_head + block) * floats;
-  }
-};
-
 struct flash_backward_operands {
-  packed_blocks k_rows, v_rows, k_cols, q_cols, o_cols;  // per head and 64-token block
-  packed_blocks q_rhs, o_rhs;                            // per head, the whole sequence
+  packed::blocks k_rows, v_rows, k_cols, q_cols, o_cols;  // per head and 64-token block
+  packed::blocks q_rhs, o_rhs;                            // per head, the whole sequence
   /// Qᵀ or dOᵀ from query i0 on, as a packed rhs (i0 a multiple of 64, hence of its panels).
   const float* queries(std::int64_t h, std::int64_t i0, int dim) const { return q_rhs.at(h, 0) + i0 * dim; }
   const float* grad_outs(std::int64_t h, std::int64_t i0, int dim) const { return o_rhs.at(h, 0) + i0 * dim; }

@@ -26,33 +26,28 @@ namespace grape::cpu::detail {
 inline constexpr std::int64_t flash_query_block = 256, flash_key_tile = 128;
 
 /// Every K and V tile of a sequence packed once for the products (packed_gemm.hpp): K tile t of
-/// head kh as the lhs [keys × qk_dim] of S = K·Qᵀ, V tile t of head vh as the lhs [v_dim × keys]
+/// head kh as the lhs [keys × qk_dim] of Sᵀ = K·Qᵀ, V tile t of head vh as the lhs [v_dim × keys]
 /// of Oᵀ += Vᵀ·Pᵀ.
 struct packed_key_tiles {
-  packed::buffer k, v;
-  std::int64_t tiles = 0, k_floats = 0, v_floats = 0;  // tiles per head, floats per packed tile
-  const float* k_tile(std::int64_t kh, std::int64_t t) const { return k.data() + (kh * tiles + t) * k_floats; }
-  const float* v_tile(std::int64_t vh, std::int64_t t) const { return v.data() + (vh * tiles + t) * v_floats; }
+  packed::blocks k, v;
 };
 
 inline packed_key_tiles pack_key_tiles(const flash_sequence& s, int threads) {
   packed_key_tiles p;
-  p.tiles = (s.len + flash_key_tile - 1) / flash_key_tile;
-  p.k_floats = packed::lhs_floats(flash_key_tile, s.qk_dim);
-  p.v_floats = packed::lhs_floats(flash_key_tile, s.v_dim);
-  p.k.resize(static_cast<std::size_t>(s.k_heads * p.tiles * p.k_floats));
-  p.v.resize(static_cast<std::size_t>(s.v_heads * p.tiles * p.v_floats));
-  const std::int64_t k_items = s.k_heads * p.tiles;
-  launch_items(k_items + s.v_heads * p.tiles, 0, threads, [&](std::int64_t w, float*) {
+  const std::int64_t tiles = (s.len + flash_key_tile - 1) / flash_key_tile;
+  p.k.shape(s.k_heads, tiles, packed::lhs_floats(flash_key_tile, s.qk_dim));
+  p.v.shape(s.v_heads, tiles, packed::lhs_floats(flash_key_tile, s.v_dim));
+  const std::int64_t k_items = s.k_heads * tiles;
+  launch_items(k_items + s.v_heads * tiles, 0, threads, [&](std::int64_t w, float*) {
     const bool is_k = w < k_items;
-    const std::int64_t head = (is_k ? w : w - k_items) / p.tiles, t = (is_k ? w : w - k_items) % p.tiles;
+    const std::int64_t head = (is_k ? w : w - k_items) / tiles, t = (is_k ? w : w - k_items) % tiles;
     const std::int64_t j0 = t * flash_key_tile, keys = std::min(flash_key_tile, s.len - j0);
     if (is_k)
-      packed::pack_lhs<Eigen::RowMajor>(p.k.data() + (head * p.tiles + t) * p.k_floats,
-                                        s.k + (j0 * s.k_heads + head) * s.qk_dim, s.k_heads * s.qk_dim, keys, s.qk_dim);
+      packed::pack_lhs<Eigen::RowMajor>(p.k.at(head, t), s.k + (j0 * s.k_heads + head) * s.qk_dim,
+                                        s.k_heads * s.qk_dim, keys, s.qk_dim);
     else
-      packed::pack_lhs<Eigen::ColMajor>(p.v.data() + (head * p.tiles + t) * p.v_floats,
-                                        s.v + (j0 * s.v_heads + head) * s.v_dim, s.v_heads * s.v_dim, s.v_dim, keys);
+      packed::pack_lhs<Eigen::ColMajor>(p.v.at(head, t), s.v + (j0 * s.v_heads + head) * s.v_dim,
+                                        s.v_heads * s.v_dim, s.v_dim, keys);
   });
   return p;
 }
@@ -89,7 +84,7 @@ void flash_rows_with(const flash_sequence& s, const packed_key_tiles& tiles, std
     // S rows [p0, p1) = Q·Kᵀ, as the column-major Sᵀ = K·Qᵀ, from whole panels of packed queries.
     const std::int64_t p0 = r0 - r0 % panel, p1 = std::min(rows, (r0 + n + panel - 1) / panel * panel);
     S.middleRows(p0, p1 - p0).setZero();
-    packed::multiply_add(S.data() + p0 * ld, ld, tiles.k_tile(kh, t), queries + p0 * s.qk_dim, cols,
+    packed::multiply_add(S.data() + p0 * ld, ld, tiles.k.at(kh, t), queries + p0 * s.qk_dim, cols,
                          s.qk_dim, p1 - p0);
     auto tile = S.block(r0, 0, n, cols);
     add_bias_and_mask(s, bias, h, first, j0, tile);
@@ -108,7 +103,7 @@ void flash_rows_with(const flash_sequence& s, const packed_key_tiles& tiles, std
     }
     // O rows [r0, r0 + n) += P·V, as the column-major Oᵀ += Vᵀ·Pᵀ.
     packed::pack_rhs(probabilities, S.data() + r0 * ld, ld, cols, n);
-    packed::multiply_add(acc.data() + r0 * s.v_dim, s.v_dim, tiles.v_tile(vh, t), probabilities, s.v_dim, cols, n);
+    packed::multiply_add(acc.data() + r0 * s.v_dim, s.v_dim, tiles.v.at(vh, t), probabilities, s.v_dim, cols, n);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t i = i0 + r;

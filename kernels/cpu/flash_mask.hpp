@@ -11,7 +11,7 @@
 namespace grape::cpu::detail {
 
 /// One sequence's encoded operands, contiguous: Q [len, q_heads, qk_dim], K [len, k_heads, qk_dim]
-/// (K lifted per query head has q_heads heads), V [len, k_heads, v_dim]; out [len, q_heads, v_dim]
+/// (K lifted per query head has q_heads heads), V [len, v_heads, v_dim]; out [len, q_heads, v_dim]
 /// in float32; lse [q_heads, lse_stride] at column `first` + query index.
 struct flash_sequence {
   const float* q = nullptr;

@@ -22,6 +22,20 @@ using result = Eigen::internal::blas_data_mapper<float, index, Eigen::ColMajor, 
 /// on a packet boundary (Eigen's allocator aligns the buffer, lhs_floats rounds each block).
 using buffer = std::vector<float, Eigen::aligned_allocator<float>>;
 
+/// Packed blocks of one kind: `per_head` blocks of `floats` floats for each head, one buffer.
+struct blocks {
+  buffer data;
+  std::int64_t per_head = 0, floats = 0;
+  void shape(std::int64_t heads, std::int64_t count, std::int64_t block_floats) {
+    per_head = count, floats = block_floats;
+    data.resize(static_cast<std::size_t>(heads * count * block_floats));
+  }
+  float* at(std::int64_t head, std::int64_t block) { return data.data() + (head * per_head + block) * floats; }
+  const float* at(std::int64_t head, std::int64_t block) const {
+    return data.data() + (head * per_head + block) * floats;
+  }
+};
+
 /// Columns per panel of a packed rhs: a packed rhs of n columns can be read from column c0 on, as
 /// a block of m columns, when c0 is a multiple of this and c0 + m is too or is n.
 inline constexpr index rhs_panel = traits::nr;
