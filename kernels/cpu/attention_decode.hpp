@@ -30,6 +30,7 @@
 #include "cpu/attention.hpp"
 #include "cpu/decode_rows.hpp"
 #include "cpu/launch.hpp"
+#include "cpu/online_softmax.hpp"
 #include "grape/inject/offset_tile.hpp"
 
 namespace grape::cpu {
@@ -86,7 +87,6 @@ template <class T, class Bias>
 void decode_page(const decode_args& a, std::int64_t b, std::int64_t lo, std::int64_t hi, const float* q, int d,
                  int v_dim, std::int64_t q_position, const Bias& bias, decode_state& st,
                  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& S) {
-  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
   const std::int64_t group = a.q_heads / a.kv_heads, rows = hi - lo + 1, ld = S.cols();
   const std::int64_t block = a.block_table[b * a.max_blocks + lo / a.block_size], slot = lo % a.block_size;
   const auto rows_of = [&](const paged_cache& c, std::int64_t kh) {
@@ -113,14 +113,7 @@ void decode_page(const decode_args& a, std::int64_t b, std::int64_t lo, std::int
     Eigen::Map<Eigen::ArrayXf> s(S.data() + h * ld, rows);
     if constexpr (!std::is_same_v<Bias, no_bias>)
       for (std::int64_t c = 0; c < rows; ++c) s[c] += bias(h, q_position, lo + c);
-    const float new_max = std::max(st.row_max[h], s.maxCoeff());
-    // A head whose keys all have a bias of −∞ so far shifts by 0: its exponentials are 0, not NaN.
-    const float shift = new_max == minus_inf ? 0.0f : new_max;
-    s = (s - shift).exp();
-    const float rescale = std::exp(st.row_max[h] - shift);
-    st.row_sum[h] = st.row_sum[h] * rescale + s.sum();
-    if (rescale != 1.0f) st.acc.row(h) *= rescale;
-    st.row_max[h] = new_max;
+    online_softmax_step(s, st.row_max[h], st.row_sum[h], st.acc.row(h));
   }
   for (std::int64_t kh = 0; kh < a.kv_heads; ++kh)
     in_blocks_of_four(group, [&]<int N>(std::int64_t g) {

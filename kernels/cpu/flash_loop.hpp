@@ -15,6 +15,7 @@
 
 #include "cpu/flash_mask.hpp"
 #include "cpu/launch.hpp"
+#include "cpu/online_softmax.hpp"
 #include "cpu/packed_gemm.hpp"
 
 namespace grape::cpu::detail {
@@ -90,17 +91,8 @@ void flash_rows_with(const flash_sequence& s, const packed_key_tiles& tiles, std
     add_bias_and_mask(s, bias, h, first, j0, tile);
     // Row by row, each row contiguous: Eigen vectorises exp on a row, not on the tile minus a
     // broadcast column (that form called the scalar expf per logit: 19 % of the forward's time).
-    for (std::int64_t r = r0; r < r0 + n; ++r) {
-      auto logits = S.row(r).head(cols).array();
-      const float new_max = std::max(row_max[r], logits.maxCoeff());
-      // A row that has seen nothing yet (all −∞) shifts by 0: its exponentials are 0, not NaN.
-      const float shift = new_max == minus_inf ? 0.0f : new_max;
-      logits = (logits - shift).exp();
-      const float rescale = std::exp(row_max[r] - shift);
-      row_sum[r] = row_sum[r] * rescale + logits.sum();
-      if (rescale != 1.0f) acc.row(r) *= rescale;
-      row_max[r] = new_max;
-    }
+    for (std::int64_t r = r0; r < r0 + n; ++r)
+      online_softmax_step(S.row(r).head(cols).array(), row_max[r], row_sum[r], acc.row(r));
     // O rows [r0, r0 + n) += P·V, as the column-major Oᵀ += Vᵀ·Pᵀ.
     packed::pack_rhs(probabilities, S.data() + r0 * ld, ld, cols, n);
     packed::multiply_add(acc.data() + r0 * s.v_dim, s.v_dim, tiles.v.at(vh, t), probabilities, s.v_dim, cols, n);
