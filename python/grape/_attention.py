@@ -68,11 +68,12 @@ def _encoding_arrays(log_forget, grape_a, grape_ap, grape_m):
 def attention(q, k, v, encoding=None, *, log_forget=None, grape_a=None, grape_ap=None, grape_m=None, causal=True,
               window=0, scale=None, positions=None, offsets=None, cu_seqlens=None, max_position=None,
               return_lse=False, threads=0):
-    """O = softmax(scale * E(Q) E(K)^T + B + mask) V with the encoding inside the flash loop (tiles of
-    64 x 64, online softmax, float32 accumulation, never a T x T buffer).
+    """O = softmax(scale * E(Q) E(K)^T + B + mask) V with the encoding inside the flash loop (blocks of
+    256 queries, tiles of 128 keys, online softmax, float32 accumulation, never a T x T buffer).
 
     q [tokens, heads, d] or [batch, seq, heads, d]; k and v the same tokens, heads dividing q's (GQA);
-    float32, float16 or bfloat16 (torch). encoding: None, a RotaryEncoding (one position axis), an
+    float32, float16 or bfloat16 (torch). encoding: None, a RotaryEncoding (one position axis, or
+    M-RoPE's three sections with positions [3, tokens]), an
     AlibiEncoding, a T5Encoding with its table (grape.t5), a (RotaryEncoding, AlibiEncoding)
     pair (both: Q and K turned, the slopes' bias added), or a grape.encoding(name, ...) object (any
     built-in that enters attention, through its instance's kernels: xPos, GRAPE-M, M-RoPE with

@@ -17,6 +17,7 @@ import dataclasses as _dataclasses
 import torch as _torch
 
 import grape as _grape
+from grape import _attention, _torch_attention as _kinds
 
 
 class _RotateQK(_torch.autograd.Function):
@@ -61,23 +62,29 @@ def _like(grad, x):
 class RotaryTable:
     """A rotary encoding's kernel parameters as plain Python values. rotate_qk takes it in place of
     the encoding; torch.compile traces it (it cannot trace into grape's C++ encoding objects), so
-    pass RotaryTable.of(encoding) to code that is compiled with fullgraph=True."""
+    pass RotaryTable.of(encoding) to code that is compiled with fullgraph=True. `sections`: M-RoPE's
+    planes per position axis (empty: one axis)."""
     head_dim: int
     layout: str
     attention_factor: float
     inv_freq: tuple
+    sections: tuple = ()
 
     @staticmethod
     def of(encoding):
         if isinstance(encoding, RotaryTable):
             return encoding
         return RotaryTable(encoding.head_dim, encoding.layout, float(encoding.attention_factor),
-                           tuple(encoding.inv_freq))
+                           tuple(encoding.inv_freq), tuple(encoding.sections) if encoding.num_axes > 1 else ())
 
     def encoding(self):
-        """The grape encoding these values describe (grape.rotary)."""
-        return _grape.rotary(list(self.inv_freq), head_dim=self.head_dim, layout=self.layout,
-                             attention_factor=self.attention_factor)
+        """The grape encoding these values describe (grape.rotary, with_sections for M-RoPE)."""
+        table = _grape.rotary(list(self.inv_freq), head_dim=self.head_dim, layout=self.layout,
+                              attention_factor=self.attention_factor)
+        return table.with_sections(list(self.sections)) if self.sections else table
+
+
+BuiltinSpec = _kinds.BuiltinSpec
 
 
 # torch >= 2.4: grape::rotate_qk and its backward are torch custom ops (torch.library), with fake
@@ -158,11 +165,11 @@ def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
         q = q.contiguous()
     if not k.is_contiguous() and k.stride(-1) != 1:
         k = k.contiguous()
-    # The custom op carries a 1-D table (RotaryTable); an encoding with position axes (M-RoPE) or a
-    # built-in's instance (grape.encoding) takes the autograd.Function, which keeps them.
-    if HAVE_CUSTOM_OPS and (isinstance(encoding, RotaryTable)
-                            or (isinstance(encoding, _grape.RotaryEncoding) and encoding.num_axes == 1)):
-        t = RotaryTable.of(encoding)
+    # The custom op carries a table on one position axis; M-RoPE's sections or a built-in's instance
+    # (grape.encoding) take the autograd.Function, which keeps them.
+    table = RotaryTable.of(encoding) if isinstance(encoding, (RotaryTable, _grape.RotaryEncoding)) else None
+    if HAVE_CUSTOM_OPS and table is not None and not table.sections:
+        t = table
         if inv_freq is None:
             inv_freq = _torch.tensor(t.inv_freq, dtype=_torch.float64)
         return _rotate_qk_op(q, k, inv_freq, _positions_tensor(q, positions, offsets), t.head_dim, t.layout,
@@ -466,85 +473,6 @@ def grape_ap_bias(projections, norm_eps=1e-6, causal_mask_value=float("-inf")):
     return _GrapeAPBias.apply(projections, norm_eps, causal_mask_value)
 
 
-class _Attention(_torch.autograd.Function):
-
-    @staticmethod
-    def forward(ctx, q, k, v, param, kind, encoding, options):
-        values = None
-        if kind in ("slopes", "inv_freq", "t5_table"):
-            values = param.detach().to(_torch.float64).cpu().reshape(-1).tolist()
-        if kind == "slopes":  # ALiBi alone, or composed with the rotary encoding given
-            alibi = _grape.alibi(slopes=values)
-            encoding = alibi if encoding is None else (encoding, alibi)
-        elif kind == "inv_freq" and isinstance(encoding, tuple):
-            encoding = (encoding[0].with_inv_freq(values), encoding[1])
-        elif kind == "inv_freq":
-            encoding = encoding.with_inv_freq(values)
-        elif kind == "t5_table":
-            encoding = encoding.with_table(values, param.shape[1])
-        log_forget = _fox_gates(param) if kind == "log_forget" else None
-        out, lse = _grape.attention(q, k, v, encoding, log_forget=log_forget, return_lse=True, **options)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.meta = (kind, encoding, log_forget, options, None if param is None else (param.dtype, param.shape))
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        q, k, v, out, lse = ctx.saved_tensors
-        kind, encoding, log_forget, options, param_meta = ctx.meta
-        want = param_meta is not None and ctx.needs_input_grad[3]
-        dq, dk, dv, d_bias, d_freq = _grape.attention_backward(
-            grad_out.to(q.dtype), q, k, v, out, lse, encoding, log_forget=log_forget,
-            bias_grad=want and kind in ("slopes", "t5_table", "log_forget"), inv_freq_grad=want and kind == "inv_freq",
-            **options)
-        d_param = None
-        if want:
-            dtype, shape = param_meta
-            d_param = _torch.tensor(d_bias if d_freq is None else d_freq, dtype=dtype).reshape(shape)
-        return dq, dk, dv, d_param, None, None, None
-
-
-class _ArraysAttention(_torch.autograd.Function):
-    """Fused attention whose encoding is tensors (GRAPE-A's omega and gates, GRAPE-AP's projections,
-    contextual GRAPE-M's frequencies and phases): gradients for q, k, v and each tensor. `name` is
-    grape.attention's keyword, `fixed` what follows the tensors there (GRAPE-AP's norm_eps)."""
-
-    # Per keyword: the dtype the module reads, and whether the frequency gradient comes first
-    # (contextual GRAPE-M: freqs from d_inv_freq, phases from d_bias; the others: all from d_bias).
-    _kinds = {"grape_a": (_torch.float32, False), "grape_ap": (_torch.float64, False),
-              "grape_m": (_torch.float64, True)}
-
-    @staticmethod
-    def forward(ctx, q, k, v, name, fixed, options, *tensors):
-        dtype, _ = _ArraysAttention._kinds[name]
-        arrays = tuple(None if x is None else x.detach().to(dtype).cpu().contiguous().numpy() for x in tensors)
-        out, lse = _grape.attention(q, k, v, **{name: arrays + fixed}, return_lse=True, **options)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.meta = (name, arrays + fixed, options, [None if x is None else (x.dtype, x.shape) for x in tensors])
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        q, k, v, out, lse = ctx.saved_tensors
-        name, arrays, options, metas = ctx.meta
-        freqs_first = _ArraysAttention._kinds[name][1]
-        want = any(ctx.needs_input_grad[6:])
-        dq, dk, dv, d_bias, d_freq = _grape.attention_backward(
-            grad_out.to(q.dtype), q, k, v, out, lse, **{name: arrays}, bias_grad=want,
-            inv_freq_grad=want and freqs_first, **options)
-        grads, at = [], 0
-        flat = _torch.tensor(((d_freq or []) if freqs_first else []) + (d_bias or []), dtype=_torch.float64)
-        for meta in metas:  # the module's order
-            if meta is None or not want:
-                grads.append(None)
-                continue
-            dtype, shape = meta
-            n = int(_torch.Size(shape).numel())
-            grads.append(flat[at:at + n].reshape(shape).to(dtype))
-            at += n
-        return (dq, dk, dv, None, None, None, *grads)
-
-
 # Per keyword: which of its tensors hold per-token values (indexed by position), with their number
 # of dimensions without a batch dimension.
 _PER_TOKEN = {"grape_a": {1: 2, 2: 2}, "grape_ap": {0: 3}, "grape_m": {1: 2}}
@@ -553,27 +481,12 @@ _PER_TOKEN = {"grape_a": {1: 2, 2: 2}, "grape_ap": {0: 3}, "grape_m": {1: 2}}
 def _encoding_tensors(name, value):
     """grape_a's, grape_ap's or grape_m's tensors, and what follows them (GRAPE-AP's norm_eps), read
     as grape.attention reads them (the same checks and messages)."""
-    from grape import _attention
     if name == "grape_a":
         return _attention._grape_a_arrays(value), ()
     if name == "grape_ap":
         projections, norm_eps = _attention._grape_ap_arrays(value)
         return (projections,), (norm_eps,)
     return _attention._grape_m_arrays(value), ()
-
-
-def _per_batch_element(q, options, positions, apply_one):
-    """apply_one(b, options) for each batch element b of q [batch, seq, heads, d], concatenated
-    (a per-sequence bias array: one gate sequence per batch element)."""
-    outs = [apply_one(b, dict(options, positions=None if positions is None
-                              else _torch.as_tensor(positions).reshape(q.shape[0], -1)[b]))
-            for b in range(q.shape[0])]
-    return _torch.cat(outs, 0)
-
-
-def _fox_gates(log_forget):
-    """FoX's gates [heads, length] as a C-contiguous float64 NumPy array."""
-    return log_forget.detach().to(_torch.float64).cpu().contiguous().numpy()
 
 
 def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=None, log_forget=None, grape_a=None,
@@ -601,27 +514,32 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
                           gradients for both (phases = cumsum(omega) from the caller's autograd).
     Otherwise `encoding` (as grape.attention takes it, a grape.encoding(...) object included) is
     fixed: gradients for q, k and v.
+    On torch >= 2.4 this is the custom op grape::attention (and its backward); code compiled with
+    torch.compile(fullgraph=True) passes RotaryTable.of(encoding) for a rotary encoding and
+    BuiltinSpec.of(encoding) for a grape.encoding(...) object, plain values it can trace.
     """
-    options = dict(causal=causal, window=window, scale=scale, positions=positions, offsets=offsets,
-                   cu_seqlens=cu_seqlens)
     given = [(n, p) for n, p in (("slopes", slopes), ("inv_freq", inv_freq), ("t5_table", t5_table),
                                  ("log_forget", log_forget)) if p is not None]
     if len(given) > 1:
         raise _grape.GrapeError("grape: attention: give at most one of slopes, inv_freq, t5_table, log_forget")
-    kind, param = given[0] if given else (None, None)
-    rotary_first = isinstance(encoding, tuple) and len(encoding) == 2 and isinstance(encoding[0], _grape.RotaryEncoding)
-    if kind == "inv_freq" and not (isinstance(encoding, _grape.RotaryEncoding) or rotary_first):
-        raise _grape.GrapeError("grape: attention: inv_freq replaces a RotaryEncoding's table; pass the encoding")
-    if kind == "slopes" and not (encoding is None or isinstance(encoding, _grape.RotaryEncoding)):
-        raise _grape.GrapeError("grape: attention: slopes make the ALiBi bias; encoding must be None or a "
-                                "RotaryEncoding to compose with")
-    if kind == "t5_table" and (not isinstance(encoding, _grape.T5Encoding) or t5_table.dim() != 2):
-        raise _grape.GrapeError("grape: attention: t5_table [num_buckets, heads] fills a T5Encoding's buckets; "
-                                "pass the encoding (grape.t5 or a config's)")
-    def require_batched(name, gates):
-        if q.dim() != 4 or q.shape[0] != gates.shape[0] or offsets is not None or cu_seqlens is not None:
-            raise _grape.GrapeError(f"grape: attention: {name} [batch, heads, seq] needs q, k, v "
-                                    "[batch, seq, heads, d] with the same batch and no offsets or cu_seqlens")
+    learned, param = given[0] if given else (None, None)
+    options = dict(positions=_index_tensor(positions), offsets=_index_tensor(offsets),
+                   cu_seqlens=_index_tensor(cu_seqlens), causal=bool(causal), window=int(window),
+                   scale=None if scale is None else float(scale))
+
+    def call(kind, params, spec=_kinds.Spec(), b=None, **changed):
+        opts = dict(options, **changed)
+        operands = (q, k, v) if b is None else (q[b:b + 1], k[b:b + 1], v[b:b + 1])
+        return _kinds.kind_attention(*operands, kind, params, spec, tuple(opts[n] for n in _OPTION_ORDER))
+
+    def per_batch_element(kind, params_of, spec=_kinds.Spec()):
+        """One gate sequence per batch element: the op per element, concatenated."""
+        if q.dim() != 4 or q.shape[0] != params_of(None) or offsets is not None or cu_seqlens is not None:
+            raise _grape.GrapeError(f"grape: attention: {kind}'s per-token values [batch, heads, seq, ...] need q, k, "
+                                    "v [batch, seq, heads, d] with the same batch and no offsets or cu_seqlens")
+        rows = None if options["positions"] is None else options["positions"].reshape(q.shape[0], -1)
+        return _torch.cat([call(kind, params_of(b), spec, b, positions=None if rows is None else rows[b])
+                           for b in range(q.shape[0])], 0)
 
     arrays = [(n, a) for n, a in (("grape_a", grape_a), ("grape_ap", grape_ap), ("grape_m", grape_m)) if a is not None]
     if arrays:
@@ -629,15 +547,67 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
         if given or encoding is not None or len(arrays) > 1:
             raise _grape.GrapeError(f"grape: attention: {name} is the encoding; give no other")
         tensors, fixed = _encoding_tensors(name, value)
-        batched = [i for i, dims in _PER_TOKEN[name].items() if tensors[i] is not None and tensors[i].dim() == dims + 1]
+        tensors = [_torch.as_tensor(x) for x in tensors if x is not None]
+        spec = _kinds.Spec(norm_eps=fixed[0]) if fixed else _kinds.Spec()
+        batched = [i for i, dims in _PER_TOKEN[name].items() if i < len(tensors) and tensors[i].dim() == dims + 1]
         if batched:  # one sequence of per-token values per batch element
-            require_batched(f"{name}'s per-token values", tensors[batched[0]])
-            return _per_batch_element(q, options, positions, lambda b, o: _ArraysAttention.apply(
-                q[b:b + 1], k[b:b + 1], v[b:b + 1], name, fixed, o,
-                *(x[b] if i in batched else x for i, x in enumerate(tensors))))
-        return _ArraysAttention.apply(q, k, v, name, fixed, options, *tensors)
-    if kind == "log_forget" and log_forget.dim() == 3:  # one gate sequence per batch element
-        require_batched("log_forget", log_forget)
-        return _per_batch_element(q, options, positions, lambda b, o: _Attention.apply(
-            q[b:b + 1], k[b:b + 1], v[b:b + 1], log_forget[b], kind, None, o))
-    return _Attention.apply(q, k, v, param, kind, encoding, options)
+            return per_batch_element(name, lambda b: tensors[batched[0]].shape[0] if b is None else
+                                     [x[b] if i in batched else x for i, x in enumerate(tensors)], spec)
+        return call(name, tensors, spec)
+    if learned == "log_forget":
+        if log_forget.dim() == 3:  # one gate sequence per batch element
+            return per_batch_element("fox", lambda b: log_forget.shape[0] if b is None else [log_forget[b]])
+        return call("fox", [log_forget])
+    rotary = _rotary_table(encoding[0] if isinstance(encoding, tuple) and len(encoding) == 2 else encoding)
+    if learned == "inv_freq" and rotary is None:
+        raise _grape.GrapeError("grape: attention: inv_freq replaces a RotaryEncoding's table; pass the encoding")
+    if learned == "slopes" and not (encoding is None or (rotary is not None and not isinstance(encoding, tuple))):
+        raise _grape.GrapeError("grape: attention: slopes make the ALiBi bias; encoding must be None or a "
+                                "RotaryEncoding to compose with")
+    if learned == "t5_table" and (not isinstance(encoding, _grape.T5Encoding) or t5_table.dim() != 2):
+        raise _grape.GrapeError("grape: attention: t5_table [num_buckets, heads] fills a T5Encoding's buckets; "
+                                "pass the encoding (grape.t5 or a config's)")
+    if rotary is not None:
+        spec = _kinds.Spec(head_dim=rotary.head_dim, layout=rotary.layout, attention_factor=rotary.attention_factor,
+                           sections=rotary.sections)
+        table = inv_freq if learned == "inv_freq" else _torch.tensor(rotary.inv_freq, dtype=_torch.float64)
+        if learned == "slopes":
+            return call("rotary+alibi", [table, slopes], spec)
+        if isinstance(encoding, tuple):
+            if not isinstance(encoding[1], _grape.AlibiEncoding):
+                return _kinds.object_attention(q, k, v, encoding, options)
+            return call("rotary+alibi", [table, _torch.tensor(encoding[1].slopes, dtype=_torch.float64)], spec)
+        return call("rotary", [table], spec)
+    if learned == "slopes":
+        return call("alibi", [slopes])
+    if isinstance(encoding, _grape.AlibiEncoding):
+        return call("alibi", [_torch.tensor(encoding.slopes, dtype=_torch.float64)])
+    if isinstance(encoding, _grape.T5Encoding) and (learned == "t5_table" or encoding.heads > 0):
+        table = t5_table if learned == "t5_table" else _torch.tensor(
+            encoding.table, dtype=_torch.float64).reshape(encoding.num_buckets, encoding.heads)
+        return call("t5", [table], _kinds.Spec(t5_max_distance=encoding.max_distance,
+                                                t5_bidirectional=encoding.bidirectional))
+    if encoding is None:
+        return call("none", [])
+    if isinstance(encoding, (BuiltinSpec, _grape.BuiltinEncoding)):
+        return call("builtin", [], _kinds.Spec(builtin=BuiltinSpec.of(encoding).json))
+    return _kinds.object_attention(q, k, v, encoding, options)
+
+
+_OPTION_ORDER = ("positions", "offsets", "cu_seqlens", "causal", "window", "scale")
+
+
+def _index_tensor(x):
+    """Positions, offsets or cu_seqlens as an int64 tensor (None stays None)."""
+    return None if x is None else _torch.as_tensor(_np_index(x)).to(_torch.int64)
+
+
+def _np_index(x):
+    return _grape._index_array(x) if isinstance(x, (list, tuple, range)) else x
+
+
+def _rotary_table(encoding):
+    """A rotary encoding as a RotaryTable (the op's plain values), else None."""
+    if isinstance(encoding, (RotaryTable, _grape.RotaryEncoding)):
+        return RotaryTable.of(encoding)
+    return None

@@ -18,6 +18,10 @@ std::vector<std::int64_t> shape_of(const array& a) {
   return std::vector<std::int64_t>(a.shape_ptr(), a.shape_ptr() + a.ndim());
 }
 
+std::vector<std::int64_t> strides_of(const array& a) {  // in elements, as DLPack gives them
+  return std::vector<std::int64_t>(a.stride_ptr(), a.stride_ptr() + a.ndim());
+}
+
 void require_cpu(const array& a, const char* name) {
   if (a.device_type() != nb::device::cpu::value)
     throw input_error(fmt::format("{}: must be a CPU array or tensor (this module runs the CPU kernels)", name));
@@ -94,12 +98,15 @@ qk_shape qk_shape_of(const array& a, const char* name) {
 
 void require_same_layout(const array& in, const array& out, const char* in_name, const char* out_name) {
   require_cpu(out, out_name);
-  const bool same = in.dtype() == out.dtype() && in.ndim() == out.ndim() &&
-                    std::equal(in.shape_ptr(), in.shape_ptr() + in.ndim(), out.shape_ptr()) &&
-                    std::equal(in.stride_ptr(), in.stride_ptr() + in.ndim(), out.stride_ptr());
+  bool same = in.dtype() == out.dtype() && in.ndim() == out.ndim() &&
+              std::equal(in.shape_ptr(), in.shape_ptr() + in.ndim(), out.shape_ptr());
+  // A dimension of extent 1 is never stepped along, so its stride is free (torch gives such
+  // dimensions of an autograd gradient other strides than the input's).
+  for (std::size_t i = 0; same && i < in.ndim(); ++i)
+    same = in.shape(i) == 1 || in.stride(i) == out.stride(i);
   if (!same)
-    throw input_error(fmt::format("{}: must have the dtype, shape and strides of {} (shape {} vs {})", out_name,
-                                  in_name, shape_of(out), shape_of(in)));
+    throw input_error(fmt::format("{}: must have the dtype, shape and strides of {} (shape {}, strides {} vs {}, {})",
+                                  out_name, in_name, shape_of(out), strides_of(out), shape_of(in), strides_of(in)));
 }
 
 index_array positions_of(const array& a, std::int64_t count, const char* name) {

@@ -58,15 +58,30 @@ forget_gate_bias fox_from_log_forget(const array& a) {
   return b;
 }
 
-/// The kernel instance of a rotary encoding, passed to body.
+/// The kernel instance of a rotary encoding on one position axis, passed to body.
 template <class Body>
-void with_rotary(const rotary_encoding& e, int head_dim, Body&& body) {
+void with_one_axis_rotary(const rotary_encoding& e, int head_dim, Body&& body) {
   const rotary_spec& s = e.spec;
-  if (s.num_axes != 1) throw input_error("encoding: attention takes a rotary encoding on one position axis");
+  if (s.num_axes != 1) throw input_error("encoding: a (RotaryEncoding, AlibiEncoding) pair takes a rotation on one position axis");
   if (s.head_dim != head_dim)
     throw input_error(fmt::format("q: last dimension must be the encoding's head_dim {} (got {})", s.head_dim, head_dim));
   if (s.layout == layout_kind::half_split) return body(rotary_table<layout_kind::half_split>::make(s));
   body(rotary_table<layout_kind::interleaved>::make(s));
+}
+
+/// The kernel instance of a rotary encoding, passed to body: on one position axis its table's, with
+/// M-RoPE's three sections (with_sections, a Qwen2-VL config) the mrope built-in's instance over
+/// this encoding's own table and attention factor.
+template <class Body>
+void with_rotary(const rotary_encoding& e, int head_dim, Body&& body) {
+  const rotary_spec& s = e.spec;
+  if (s.num_axes == 1) return with_one_axis_rotary(e, head_dim, body);
+  if (s.num_axes != 3 || s.layout != layout_kind::half_split || s.rotary_dim != s.head_dim)
+    throw input_error(fmt::format("encoding: attention takes a rotary encoding on one position axis or M-RoPE's "
+                                  "three (half-split, every channel rotated; got {} axes)", s.num_axes));
+  if (s.head_dim != head_dim)
+    throw input_error(fmt::format("q: last dimension must be the encoding's head_dim {} (got {})", s.head_dim, head_dim));
+  body(mrope::instance{rotation_planes<3>::from_sections(s.inv_freq, s.plane_axis), s.head_dim, s.attention_factor});
 }
 
 alibi::instance alibi_instance(const alibi_encoding& e, int head_dim) {
@@ -134,8 +149,8 @@ void with_instance(const nb::handle& encoding, const encoding_arrays& arrays, in
   if (nb::isinstance<nb::tuple>(encoding) && nb::len(encoding) == 2 && nb::isinstance<rotary_encoding>(encoding[0]) &&
       nb::isinstance<alibi_encoding>(encoding[1])) {
     const alibi::instance bias = alibi_instance(nb::cast<const alibi_encoding&>(encoding[1]), head_dim);
-    return with_rotary(nb::cast<const rotary_encoding&>(encoding[0]), head_dim,
-                       [&](const auto& rotation) { body(composed_instance{rotation, bias}); });
+    return with_one_axis_rotary(nb::cast<const rotary_encoding&>(encoding[0]), head_dim,
+                                [&](const auto& rotation) { body(composed_instance{rotation, bias}); });
   }
   throw input_error("encoding: attention takes None, a RotaryEncoding, an AlibiEncoding, a T5Encoding with its table, "
                     "a (RotaryEncoding, AlibiEncoding) pair, a grape.encoding(...) object, log_forget for FoX, "
@@ -154,9 +169,11 @@ const builtin_encoding* builtin_of(const nb::handle& encoding, const encoding_ar
   return &b;
 }
 
-/// The position axes of the call's positions: a built-in's (M-RoPE: 3), else 1.
+/// The position axes of the call's positions: a built-in's or a rotary encoding's (M-RoPE: 3), else 1.
 int position_axes(const nb::handle& encoding) {
-  return nb::isinstance<builtin_encoding>(encoding) ? nb::cast<const builtin_encoding&>(encoding).num_axes : 1;
+  if (nb::isinstance<builtin_encoding>(encoding)) return nb::cast<const builtin_encoding&>(encoding).num_axes;
+  if (nb::isinstance<rotary_encoding>(encoding)) return nb::cast<const rotary_encoding&>(encoding).spec.num_axes;
+  return 1;
 }
 
 /// The arrays of a call and the options, as cpu::attention_args (the output and lse checked).
@@ -287,6 +304,10 @@ void bind_attention(nb::module_& m) {
             nb::gil_scoped_release release;
             return b->attention_decode(a);
           }
+          if (const int axes = position_axes(encoding); axes != 1)
+            throw input_error(fmt::format("encoding: turns its planes on {} position axes; decode takes one position "
+                                          "per query",
+                                          axes));
           with_instance(encoding, arrays, static_cast<int>(q.shape(2)),
                         [&](const auto& inst) {
             nb::gil_scoped_release release;

@@ -5,6 +5,7 @@ Positions near 10^6: the patched float32 model agrees with a float64 computation
 (same float32 θ table, phase and rotation in float64) where transformers' float32 one does not.
 """
 import copy
+import inspect
 import json
 import pathlib
 
@@ -232,11 +233,13 @@ def greedy_decode(model, prompt, steps):
     """Greedy decoding through the KV cache: after the prompt, one token per call, its position
     taken from the cache length (model.generate needs torch.distributed, which Debian's torch 1.13
     cannot import under Python 3.11)."""
+    # transformers 5.25 renamed past_key_values to cache (the old name warns until 5.40).
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     with torch.no_grad():
         out = model(input_ids=prompt, use_cache=True)
         tokens = [out.logits[:, -1].argmax(-1)]
         for _ in range(steps - 1):
-            out = model(input_ids=tokens[-1][:, None], past_key_values=out.past_key_values, use_cache=True)
+            out = model(input_ids=tokens[-1][:, None], use_cache=True, **{name: getattr(out, name)})
             tokens.append(out.logits[:, -1].argmax(-1))
     return torch.stack(tokens, dim=1), out.logits
 

@@ -1,11 +1,18 @@
 """M-RoPE (Qwen2-VL's multimodal RoPE) in Python: grape.mrope and RotaryEncoding.with_sections
-against transformers' own apply_multimodal_rotary_pos_emb (evaluated in float64 on cos/sin computed
+against transformers' own M-RoPE (apply_multimodal_rotary_pos_emb in transformers 4, Qwen2VLRotaryEmbedding's
+recomposition in 5; evaluated in float64 on cos/sin computed
 from the formula in float64), the learned-frequency gradient through grape.torch against float64
 autograd of the same transformers function, and the errors."""
+import types
+
 import numpy as np
 import pytest
 import torch
-from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_multimodal_rotary_pos_emb
+try:
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_multimodal_rotary_pos_emb
+except ImportError:  # transformers 5 sections the frequencies in Qwen2VLRotaryEmbedding itself
+    apply_multimodal_rotary_pos_emb = None
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding, apply_rotary_pos_emb
 
 import grape
 from conftest import default_inv_freq
@@ -19,9 +26,13 @@ def transformers_mrope(q, k, inv_freq, positions):
     """q, k [batch, seq, heads, dim]; positions [3, batch, seq]: Qwen2-VL's rotation in float64, its
     cos/sin built as Qwen2VLRotaryEmbedding builds them (cat(freqs, freqs)) but in float64."""
     freqs = positions.double()[..., None] * inv_freq.double()  # [3, batch, seq, planes]
-    emb = torch.cat([freqs, freqs], dim=-1)
     q_t, k_t = q.double().transpose(1, 2), k.double().transpose(1, 2)  # [batch, heads, seq, dim]
-    q_out, k_out = apply_multimodal_rotary_pos_emb(q_t, k_t, emb.cos(), emb.sin(), SECTIONS, unsqueeze_dim=1)
+    if apply_multimodal_rotary_pos_emb is not None:  # transformers 4: the sections in the apply step
+        emb = torch.cat([freqs, freqs], dim=-1)
+        q_out, k_out = apply_multimodal_rotary_pos_emb(q_t, k_t, emb.cos(), emb.sin(), SECTIONS, unsqueeze_dim=1)
+    else:  # transformers 5: the embedding's own recomposition, then the plain apply step
+        emb = Qwen2VLRotaryEmbedding.recomposition_frequencies(types.SimpleNamespace(mrope_section=SECTIONS), freqs)
+        q_out, k_out = apply_rotary_pos_emb(q_t, k_t, emb.cos(), emb.sin(), unsqueeze_dim=1)
     return q_out.transpose(1, 2), k_out.transpose(1, 2)
 
 
@@ -98,6 +109,37 @@ def test_learned_frequencies_get_the_transformers_gradient():
     assert theta64.grad.abs().max() > 1.0
 
 
+def test_fused_attention_with_a_sectioned_table_learns_it():
+    """A Qwen2-VL encoding (a table with sections, as with_sections makes it from a config) inside
+    grape.torch.attention, its table learned: the output and the gradients for q, k, v and θ against
+    float64 autograd of transformers' M-RoPE followed by a float64 causal attention."""
+    rng = np.random.default_rng(5)
+    seq, heads = 29, 2
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, seq, heads, HEAD_DIM, generator=g, requires_grad=True) for _ in range(3))
+    weight = torch.randn(1, seq, heads, HEAD_DIM, generator=g, dtype=torch.float64)
+    positions = vision_positions(1, seq, rng) % 3000
+    enc = grape.rope(HEAD_DIM, base=1e6).with_sections(SECTIONS)
+    theta = torch.tensor(enc.inv_freq, requires_grad=True)
+    out = grape.torch.attention(q, k, v, enc, inv_freq=theta, positions=positions.reshape(3, -1))
+    leaves = [q, k, v, theta]
+    got = torch.autograd.grad((out.double() * weight).sum(), leaves)
+
+    leaves64 = [x.detach().double().requires_grad_() for x in leaves]
+    q_rot, k_rot = transformers_mrope(*leaves64[:2], leaves64[3], positions)
+    logits = torch.einsum("bihd,bjhd->bhij", q_rot / HEAD_DIM ** 0.5, k_rot)
+    logits = logits.masked_fill(torch.ones(seq, seq, dtype=torch.bool).triu(1), float("-inf"))
+    expect = torch.einsum("bhij,bjhd->bihd", torch.softmax(logits, -1), leaves64[2])
+    torch.testing.assert_close(out.double(), expect.detach(), atol=2e-5, rtol=0)
+    want = torch.autograd.grad((expect * weight).sum(), leaves64)
+    for name, a, b in zip(["q", "k", "v", "theta"], got, want):
+        assert (a.double() - b).abs().max().item() <= 1e-4 * b.abs().max().item() + 1e-6, name
+    assert want[3].abs().max() > 1.0
+    # Without positions every axis reads the token's index: text tokens, which is RoPE's attention.
+    plain = grape.attention(q.detach(), k.detach(), v.detach(), grape.rope(HEAD_DIM, base=1e6))
+    torch.testing.assert_close(grape.attention(q.detach(), k.detach(), v.detach(), enc), plain, atol=1e-6, rtol=0)
+
+
 def test_bad_sections_and_positions_are_one_line_errors():
     enc = grape.rope(HEAD_DIM)
     with pytest.raises(grape.GrapeError, match=r"^grape: sections: must add up to rotary_dim / 2 = 16 planes \(got 15\)$"):
@@ -109,5 +151,7 @@ def test_bad_sections_and_positions_are_one_line_errors():
     q = np.zeros((5, 2, HEAD_DIM), dtype=np.float32)
     with pytest.raises(grape.GrapeError, match=r"positions: must hold 15 values \(num_axes x tokens\)"):
         grape.rotate_qk(q, None, grape.mrope(HEAD_DIM, SECTIONS), positions=np.arange(5, dtype=np.int64))
-    with pytest.raises(grape.GrapeError, match="one position axis"):
-        grape.attention(q, q, q, grape.mrope(HEAD_DIM, SECTIONS))
+    with pytest.raises(grape.GrapeError, match="one position axis or M-RoPE's three"):
+        grape.attention(q, q, q, enc.with_sections([8, 8]), positions=np.zeros((2, 5), dtype=np.int64))
+    with pytest.raises(grape.GrapeError, match="a \\(RotaryEncoding, AlibiEncoding\\) pair takes a rotation on one position axis"):
+        grape.attention(q, q, q, (grape.mrope(HEAD_DIM, SECTIONS), grape.alibi(heads=2)))

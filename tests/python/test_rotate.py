@@ -121,3 +121,21 @@ def test_positions_beyond_max_position_are_refused():
     enc = grape.rope(head_dim=8)
     with pytest.raises(grape.GrapeError, match="position"):
         grape.rotate_qk(normal(2, 1, 8), None, enc, positions=np.array([0, 100]), max_position=50)
+
+
+def test_out_strides_count_only_where_a_dimension_is_stepped():
+    """An output must address like its input, but a dimension of extent 1 is never stepped along:
+    torch 2 gives such dimensions of an autograd gradient strides of its own, and they are accepted.
+    A stride that is stepped along and differs is refused with both layouts in the message."""
+    enc = grape.rope(head_dim=16)
+    q, k = torch.randn(2, 1, 1, 16), torch.randn(2, 1, 1, 16)
+    q_out = torch.empty_strided((2, 1, 1, 16), (16, 1, 1, 1))  # strides of its extent-1 dimensions differ
+    k_out = torch.empty_like(k)
+    grape.rotate_qk(q, k, enc, out=(q_out, k_out))
+    want_q, want_k = grape.rotate_qk(q, k, enc)
+    assert torch.equal(q_out, want_q) and torch.equal(k_out, want_k)
+    wide = torch.randn(2, 3, 1, 32)[..., :16]  # its rows 32 apart (torch 1.13 reports stride 1 for extent 1)
+    with pytest.raises(grape.GrapeError, match=r"q_out: must have the dtype, shape and strides of q "
+                                               r"\(shape \[2, 3, 1, 16\], strides \[96, 32, \d+, 1\] vs "
+                                               r"\[2, 3, 1, 16\], \[48, 16, \d+, 1\]\)"):
+        grape.rotate_qk(torch.randn(2, 3, 1, 16), None, enc, out=(wide, None))

@@ -55,7 +55,7 @@ def test_learned_frequencies_get_their_gradient():
 
     fd = []
     for i in range(d // 2):
-        h = 1e-6 * float(theta[i])
+        h = 1e-6 * float(theta[i].detach())
         plus, minus = theta.detach().clone(), theta.detach().clone()
         plus[i] += h
         minus[i] -= h
