@@ -104,8 +104,15 @@ void decode_page(const decode_args& a, std::int64_t b, std::int64_t lo, std::int
     });
   };
   if (a.k.slot_stride > a.k.head_stride) {
-    for (std::int64_t c = 0; c < rows; ++c)
+    // The value pass reads a KV head's rows, slot_stride apart: a stride the hardware prefetcher
+    // does not follow across 4 KiB pages, so each row's line would be a demand miss. The slot's V
+    // is requested here instead, as its K is read, and waits in the cache for the value pass.
+    const T* v_page = rows_of(a.v, 0);
+    const bool strided_values = a.v.slot_stride > a.v.head_stride;  // V's page NHD too
+    for (std::int64_t c = 0; c < rows; ++c) {
+      if (strided_values) prefetch_elements(v_page + c * a.v.slot_stride, a.kv_heads * a.v.head_stride);
       for (std::int64_t kh = 0; kh < a.kv_heads; ++kh) scores(c, 1, kh);
+    }
   } else {
     for (std::int64_t kh = 0; kh < a.kv_heads; ++kh) scores(0, rows, kh);
   }
