@@ -3,11 +3,13 @@
 // forward): each tile's probabilities are recomputed from the forward's log-sum-exp,
 //   P = exp(S − lse),  dV += Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP − D),  D_i = Σ_c dO_ic·O_ic,
 //   dQ' += dS·K',  dK' += dSᵀ·Q',
-// never a T×T buffer. Two passes, so that every output row has one owner and no thread adds into
-// another's rows: key blocks (dK', dV) and query blocks (dQ' and the bias's parameter gradient,
-// through BiasWithGradient's accumulate_grad). Each pass recomputes S and dP: 2 of the forward's
-// 2 matrix products more than a one-pass kernel with atomic dQ' adds, in exchange for a result
-// that does not depend on the thread count.
+// never a T×T buffer. One pass over the key blocks: a (head group, key block) owns its dK' and dV
+// rows, and its dQ' shares go to one of a few dQ' lanes (key block b to lane b mod 4, a lane's
+// blocks in order on one thread, the lanes summed in order), so no thread adds into another's
+// rows and the result does not depend on the thread count; each tile's P and dS serve dV, dK' and
+// dQ' (5 matrix products per tile). A bias that computes a query block's rows at once (GRAPE-AP)
+// or a gradient taken by whole query rows runs two passes instead, key blocks (dK', dV) and then
+// query blocks (dQ' and the bias's parameter gradient), which recompute S and dP (7 products).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -81,13 +83,14 @@ void backward_tile(const flash_sequence& s, const flash_gradients& g, const flas
         if (P(r, c) != 0.0f) (*on_logit)(i0 + r, j0 + c, dS(r, c));
 }
 
-/// dK' and dV of key block [j0, j1) for query heads [h0, h1): every query block that sees it.
-template <class Bias>
+/// dK' and dV of key block [j0, j1) for query heads [h0, h1): every query block that sees it. With
+/// a dQ' buffer (laid out as grad_q), the one-pass backward: each tile's dS also adds its dQ'
+/// contribution there, and on_logit, when given, sees each visible logit's gradient.
+template <class Bias, class OnLogit = no_logit_gradient>
 void backward_key_block(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
                         std::int64_t h0, std::int64_t h1, std::int64_t j0, std::int64_t j1, const Bias& bias,
-                        const backward_tiles& t) {
-  constexpr const no_logit_gradient* no_logits = nullptr;
-  const std::int64_t keys = j1 - j0;
+                        const backward_tiles& t, float* grad_q = nullptr, const OnLogit* on_logit = nullptr) {
+  const std::int64_t keys = j1 - j0, jb = j0 / flash_block;
   for (std::int64_t h = h0; h < h1; ++h) {
     const std::int64_t kh = h / (s.q_heads / s.k_heads), vh = h / (s.q_heads / s.v_heads);
     float* dK = g.grad_k + (j0 * s.k_heads + kh) * s.qk_dim;  // dK_jᵀ, column-major, a key per column
@@ -95,11 +98,15 @@ void backward_key_block(const flash_sequence& s, const flash_gradients& g, const
     for (std::int64_t i0 = 0; i0 < s.len; i0 += flash_block) {
       const std::int64_t i1 = std::min(s.len, i0 + flash_block), queries = i1 - i0, ib = i0 / flash_block;
       if (!block_visible(s, i0, i1, j0, j1)) continue;
-      backward_tile(s, g, ops, h, i0, i1, j0, j1, bias, t, no_logits);
+      backward_tile(s, g, ops, h, i0, i1, j0, j1, bias, t, on_logit);
       packed::pack_rhs<Eigen::RowMajor>(t.rhs, t.p, t.ld, queries, keys);  // P [queries × keys]
       packed::multiply_add(dV, s.v_heads * s.v_dim, ops.o_cols.at(h, ib), t.rhs, s.v_dim, queries, keys);
       packed::pack_rhs<Eigen::RowMajor>(t.rhs, t.ds, t.ld, queries, keys);  // dS [queries × keys]
       packed::multiply_add(dK, s.k_heads * s.qk_dim, ops.q_cols.at(h, ib), t.rhs, s.qk_dim, queries, keys);
+      if (!grad_q) continue;
+      packed::pack_rhs(t.rhs, t.ds, t.ld, keys, queries);  // dSᵀ [keys × queries]
+      packed::multiply_add(grad_q + (i0 * s.q_heads + h) * s.qk_dim, s.q_heads * s.qk_dim, ops.k_cols.at(kh, jb),
+                           t.rhs, s.qk_dim, keys, queries);
     }
   }
 }
@@ -135,6 +142,48 @@ void backward_query_block(const flash_sequence& s, const flash_gradients& g, con
   }
 }
 
+/// dQ' lanes of the one-pass backward: key block b adds its dQ' share into lane b % lanes, a lane's
+/// key blocks in order on one thread, then the lanes are summed in order, so that dQ' does not
+/// depend on the thread count. Lane 0 is grad_q itself; the others are [len, q_heads, qk_dim] each.
+inline std::int64_t dq_lanes(std::int64_t blocks) { return std::clamp<std::int64_t>(blocks, 1, 4); }
+
+/// The backward in one pass over the key blocks: each tile's P and dS computed once and used for
+/// dV, dK' and dQ' (the two-pass form recomputes S and dP for dQ': 7 products per tile against 5).
+template <class Bias, class Accumulate>
+void one_pass_backward(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+                       const Bias& bias, const Accumulate* accumulate, std::int64_t groups, std::int64_t per_group,
+                       int threads) {
+  const std::int64_t blocks = (s.len + flash_block - 1) / flash_block, lanes = dq_lanes(blocks);
+  const std::int64_t lane_floats = s.len * s.q_heads * s.qk_dim;
+  std::vector<float> extra(static_cast<std::size_t>((lanes - 1) * lane_floats), 0.0f);
+  const auto lane = [&](std::int64_t l) { return l == 0 ? g.grad_q : extra.data() + (l - 1) * lane_floats; };
+  constexpr int scratch = static_cast<int>(backward_tiles::scratch_floats);
+  launch_items(groups * lanes, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
+    const std::int64_t group = w / lanes, l = w % lanes;
+    const int thread = thread_index();
+    const backward_tiles t(thread_scratch);
+    for (std::int64_t b = l; b < blocks; b += lanes) {
+      const std::int64_t j0 = b * flash_block, j1 = std::min(s.len, j0 + flash_block);
+      if (!accumulate) {
+        backward_key_block(s, g, ops, group * per_group, (group + 1) * per_group, j0, j1, bias, t, lane(l));
+        continue;
+      }
+      for (std::int64_t h = group * per_group; h < (group + 1) * per_group; ++h) {
+        const auto on_logit = [&](std::int64_t i, std::int64_t j, float ds) { (*accumulate)(thread, h, i, j, ds); };
+        backward_key_block(s, g, ops, h, h + 1, j0, j1, bias, t, lane(l), &on_logit);
+      }
+    }
+  });
+  if (lanes > 1)
+    launch_items(s.len, 0, threads, [&](std::int64_t i, float*) {
+      float* dq = g.grad_q + i * s.q_heads * s.qk_dim;
+      for (std::int64_t l = 1; l < lanes; ++l) {
+        const float* add = lane(l) + i * s.q_heads * s.qk_dim;
+        for (std::int64_t c = 0; c < s.q_heads * s.qk_dim; ++c) dq[c] += add[c];
+      }
+    });
+}
+
 /// An accumulator that takes a query's whole row of logit gradients at once:
 /// row(thread, h, i, ds, len) with ds over every key [0, len) of the sequence (0 where unseen).
 template <class F>
@@ -146,22 +195,13 @@ constexpr bool takes_whole_rows = false;
 template <class F>
 constexpr bool takes_whole_rows<whole_rows<F>> = true;
 
-/// The backward of one sequence: dQ', dK', dV (zeroed here) and, when `accumulate` is given, the
-/// bias's per-thread accumulators: `accumulate(thread, h, i, j, ds)` for each visible logit, or a
-/// whole_rows accumulator once per query row (the query block's rows held as [rows, len] floats).
+/// The backward in two passes: key blocks (dK', dV), then query blocks (dQ' and the bias's
+/// parameter gradient, a query block's rows at a time).
 template <class Bias, class Accumulate>
-void flash_sequence_backward(const flash_sequence& s, const flash_gradients& g, const Bias& bias,
-                             const Accumulate* accumulate, int threads) {
-  for (std::int64_t i = 0; i < s.len; ++i) {
-    std::fill_n(g.grad_q + i * s.q_heads * s.qk_dim, s.q_heads * s.qk_dim, 0.0f);
-    std::fill_n(g.grad_k + i * s.k_heads * s.qk_dim, s.k_heads * s.qk_dim, 0.0f);
-    std::fill_n(g.grad_v + i * s.v_heads * s.v_dim, s.v_heads * s.v_dim, 0.0f);
-  }
+void two_pass_backward(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+                       const Bias& bias, const Accumulate* accumulate, std::int64_t groups, std::int64_t per_group,
+                       int threads) {
   const std::int64_t blocks = (s.len + flash_block - 1) / flash_block;
-  // Key blocks: a group of query heads owns its K and V head's rows when K and V have the same
-  // heads; otherwise one item owns the block's rows of every head.
-  const std::int64_t groups = s.k_heads == s.v_heads ? s.k_heads : 1, per_group = s.q_heads / groups;
-  const flash_backward_operands ops = pack_backward_operands(s, g, threads);
   constexpr int scratch = static_cast<int>(backward_tiles::scratch_floats);
   launch_items(groups * blocks, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
     const std::int64_t group = w / blocks, b = w % blocks;
@@ -184,6 +224,30 @@ void flash_sequence_backward(const flash_sequence& s, const flash_gradients& g, 
       backward_query_block(s, g, ops, h, i0, i1, bias, t, accumulate ? &on_logit : nullptr);
     }
   });
+}
+
+/// The backward of one sequence: dQ', dK', dV (zeroed here) and, when `accumulate` is given, the
+/// bias's per-thread accumulators: `accumulate(thread, h, i, j, ds)` for each visible logit, or a
+/// whole_rows accumulator once per query row (the query block's rows held as [rows, len] floats).
+template <class Bias, class Accumulate>
+void flash_sequence_backward(const flash_sequence& s, const flash_gradients& g, const Bias& bias,
+                             const Accumulate* accumulate, int threads) {
+  for (std::int64_t i = 0; i < s.len; ++i) {
+    std::fill_n(g.grad_q + i * s.q_heads * s.qk_dim, s.q_heads * s.qk_dim, 0.0f);
+    std::fill_n(g.grad_k + i * s.k_heads * s.qk_dim, s.k_heads * s.qk_dim, 0.0f);
+    std::fill_n(g.grad_v + i * s.v_heads * s.v_dim, s.v_heads * s.v_dim, 0.0f);
+  }
+  // Key blocks: a group of query heads owns its K and V head's rows when K and V have the same
+  // heads; otherwise one item owns the block's rows of every head.
+  const std::int64_t groups = s.k_heads == s.v_heads ? s.k_heads : 1, per_group = s.q_heads / groups;
+  const flash_backward_operands ops = pack_backward_operands(s, g, threads);
+  // A bias that computes a query block's rows at once (GRAPE-AP's row_block) or an accumulator
+  // that takes whole query rows wants the query blocks outermost: two passes. Otherwise one.
+  constexpr bool by_query_rows = requires { bias.row_block(0, 0, 1); } || takes_whole_rows<Accumulate>;
+  if constexpr (by_query_rows)
+    two_pass_backward(s, g, ops, bias, accumulate, groups, per_group, threads);
+  else
+    one_pass_backward(s, g, ops, bias, accumulate, groups, per_group, threads);
 }
 
 }  // namespace grape::cpu::detail
