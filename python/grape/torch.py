@@ -87,6 +87,44 @@ class RotaryTable:
 BuiltinSpec = _kinds.BuiltinSpec
 
 
+@_dataclasses.dataclass(frozen=True)
+class AlibiSlopes:
+    """ALiBi's slopes as plain Python values (what plain() makes of an AlibiEncoding)."""
+    slopes: tuple
+
+
+@_dataclasses.dataclass(frozen=True)
+class T5Buckets:
+    """T5's buckets and table as plain Python values (what plain() makes of a T5Encoding); table:
+    bucket-major, num_buckets * heads values, or empty with heads 0 (a config's buckets)."""
+    num_buckets: int
+    max_distance: int
+    bidirectional: bool
+    heads: int = 0
+    table: tuple = ()
+
+
+def plain(encoding):
+    """The encoding as plain Python values, which torch.compile traces where it cannot trace into
+    grape's C++ objects: RotaryTable, AlibiSlopes, T5Buckets, BuiltinSpec, or a pair of them;
+    grape.torch.attention takes it wherever it takes the encoding (rotate_qk: a RotaryTable). None
+    stays None."""
+    if encoding is None or isinstance(encoding, (RotaryTable, AlibiSlopes, T5Buckets, BuiltinSpec)):
+        return encoding
+    if isinstance(encoding, tuple):
+        return tuple(plain(e) for e in encoding)
+    if isinstance(encoding, _grape.RotaryEncoding):
+        return RotaryTable.of(encoding)
+    if isinstance(encoding, _grape.BuiltinEncoding):
+        return BuiltinSpec.of(encoding)
+    if isinstance(encoding, _grape.AlibiEncoding):
+        return AlibiSlopes(tuple(float(x) for x in encoding.slopes))
+    if isinstance(encoding, _grape.T5Encoding):
+        return T5Buckets(encoding.num_buckets, encoding.max_distance, bool(encoding.bidirectional), encoding.heads,
+                         tuple(float(x) for x in encoding.table))
+    raise _grape.GrapeError(f"grape: plain: takes a grape encoding (got {type(encoding).__name__})")
+
+
 # torch >= 2.4: grape::rotate_qk and its backward are torch custom ops (torch.library), with fake
 # implementations, so torch.compile keeps them in the graph instead of breaking it.
 HAVE_CUSTOM_OPS = hasattr(getattr(_torch, "library", None), "custom_op")
@@ -515,8 +553,7 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     Otherwise `encoding` (as grape.attention takes it, a grape.encoding(...) object included) is
     fixed: gradients for q, k and v.
     On torch >= 2.4 this is the custom op grape::attention (and its backward); code compiled with
-    torch.compile(fullgraph=True) passes RotaryTable.of(encoding) for a rotary encoding and
-    BuiltinSpec.of(encoding) for a grape.encoding(...) object, plain values it can trace.
+    torch.compile(fullgraph=True) passes plain(encoding), plain values it can trace.
     """
     given = [(n, p) for n, p in (("slopes", slopes), ("inv_freq", inv_freq), ("t5_table", t5_table),
                                  ("log_forget", log_forget)) if p is not None]
@@ -564,7 +601,7 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     if learned == "slopes" and not (encoding is None or (rotary is not None and not isinstance(encoding, tuple))):
         raise _grape.GrapeError("grape: attention: slopes make the ALiBi bias; encoding must be None or a "
                                 "RotaryEncoding to compose with")
-    if learned == "t5_table" and (not isinstance(encoding, _grape.T5Encoding) or t5_table.dim() != 2):
+    if learned == "t5_table" and (not isinstance(encoding, (_grape.T5Encoding, T5Buckets)) or t5_table.dim() != 2):
         raise _grape.GrapeError("grape: attention: t5_table [num_buckets, heads] fills a T5Encoding's buckets; "
                                 "pass the encoding (grape.t5 or a config's)")
     if rotary is not None:
@@ -574,15 +611,15 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
         if learned == "slopes":
             return call("rotary+alibi", [table, slopes], spec)
         if isinstance(encoding, tuple):
-            if not isinstance(encoding[1], _grape.AlibiEncoding):
+            if not isinstance(encoding[1], (_grape.AlibiEncoding, AlibiSlopes)):
                 return _kinds.object_attention(q, k, v, encoding, options)
             return call("rotary+alibi", [table, _torch.tensor(encoding[1].slopes, dtype=_torch.float64)], spec)
         return call("rotary", [table], spec)
     if learned == "slopes":
         return call("alibi", [slopes])
-    if isinstance(encoding, _grape.AlibiEncoding):
+    if isinstance(encoding, (_grape.AlibiEncoding, AlibiSlopes)):
         return call("alibi", [_torch.tensor(encoding.slopes, dtype=_torch.float64)])
-    if isinstance(encoding, _grape.T5Encoding) and (learned == "t5_table" or encoding.heads > 0):
+    if isinstance(encoding, (_grape.T5Encoding, T5Buckets)) and (learned == "t5_table" or encoding.heads > 0):
         table = t5_table if learned == "t5_table" else _torch.tensor(
             encoding.table, dtype=_torch.float64).reshape(encoding.num_buckets, encoding.heads)
         return call("t5", [table], _kinds.Spec(t5_max_distance=encoding.max_distance,
@@ -591,6 +628,9 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
         return call("none", [])
     if isinstance(encoding, (BuiltinSpec, _grape.BuiltinEncoding)):
         return call("builtin", [], _kinds.Spec(builtin=BuiltinSpec.of(encoding).json))
+    if isinstance(encoding, T5Buckets):
+        raise _grape.GrapeError("grape: encoding: these T5 buckets have no table (a config holds none): give "
+                                "t5_table, or build one with grape.t5(table, ...)")
     return _kinds.object_attention(q, k, v, encoding, options)
 
 

@@ -269,6 +269,23 @@ def test_bad_input_is_one_clear_error():
         torch_attention(q, k, v, None, t5_table=torch.zeros(32, 4))
 
 
+def test_plain_values_give_the_objects_attention():
+    """grape.torch.plain(encoding), the form torch.compile traces, gives the same output bits as the
+    encoding object it was made from; what it cannot take is one clear error."""
+    q, k, v = operands(1, 50, 4, 2, 16)
+    table = np.random.default_rng(4).normal(size=(32, 4))
+    encodings = [grape.rope(head_dim=16, base=500.0), grape.alibi(heads=4), grape.t5(table, max_distance=64),
+                 (grape.rope(head_dim=16), grape.alibi(heads=4)), grape.encoding("xpos", head_dim=16),
+                 grape.mrope(16, [2, 3, 3])]
+    for enc in encodings:
+        assert torch.equal(torch_attention(q, k, v, grape.torch.plain(enc)), torch_attention(q, k, v, enc)), enc
+    assert grape.torch.plain(None) is None
+    with pytest.raises(grape.GrapeError, match="^grape: plain: takes a grape encoding \\(got str\\)$"):
+        grape.torch.plain("rope")
+    with pytest.raises(grape.GrapeError, match="these T5 buckets have no table"):
+        torch_attention(q, k, v, grape.torch.plain(grape.from_config(CONFIGS + "/t5-small/config.json")))
+
+
 @pytest.mark.parametrize("layout,with_alibi", [("NHD", False), ("HND", False), ("NHD", True)])
 def test_decode_after_prefill_through_the_paged_cache(layout, with_alibi):
     """The serving loop: prefill writes rotated K and V into a paged cache (rotate_qk's KV write),

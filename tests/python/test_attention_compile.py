@@ -1,8 +1,8 @@
 """grape.torch.attention under torch.compile(fullgraph=True): on torch >= 2.4 the fused attention and
 its backward are the custom ops grape::attention and grape::attention_backward, so a compiled loss
 through them is one graph (a break raises) whose values and gradients equal eager mode's, for each
-encoding whose parameters are tensors and for built-ins given as plain values (BuiltinSpec);
-torch.library.opcheck checks the ops' registrations."""
+encoding whose parameters are tensors and for encoding objects given as plain values
+(grape.torch.plain); torch.library.opcheck checks the ops' registrations."""
 import pytest
 import torch
 
@@ -31,6 +31,13 @@ def _case(kind, g):
         return rope, {"inv_freq": _leaf(torch.tensor(rope.inv_freq))}
     if kind == "slopes":
         return None, {"slopes": slopes}
+    if kind == "alibi object":  # a fixed encoding object through plain()
+        return grape.torch.plain(grape.alibi(heads=HEADS)), {}
+    if kind == "rope+alibi pair":
+        return grape.torch.plain((grape.rope(head_dim=D, base=100.0), grape.alibi(heads=HEADS))), {}
+    if kind == "t5 table":  # T5's buckets through plain(), the table learned
+        buckets = grape.torch.plain(grape.t5(torch.zeros(32, HEADS), max_distance=64))
+        return buckets, {"t5_table": _leaf(torch.randn(32, HEADS, generator=g))}
     if kind == "rope+slopes":
         return rope, {"slopes": slopes}
     if kind == "fox per sequence":
@@ -61,7 +68,8 @@ def _leaves(kwargs):
     return [x for x in out if x.requires_grad]
 
 
-@pytest.mark.parametrize("kind", ["rope", "inv_freq", "slopes", "rope+slopes", "fox per sequence", "grape_a",
+@pytest.mark.parametrize("kind", ["rope", "inv_freq", "slopes", "alibi object", "rope+alibi pair", "t5 table",
+                                  "rope+slopes", "fox per sequence", "grape_a",
                                   "grape_ap", "grape_m", "mrope", "mrope table", "grape_a lift"])
 def test_attention_compiles_into_one_graph_with_eager_values_and_gradients(kind):
     g = torch.Generator().manual_seed(12)
