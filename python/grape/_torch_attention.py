@@ -3,8 +3,8 @@
 tensors) plus plain values (`Spec`), so that on torch >= 2.4 the fused attention and its backward
 are the torch custom ops grape::attention and grape::attention_backward (torch.compile keeps them
 in its graph); on an older torch the same two functions run inside a torch.autograd.Function.
-An encoding object that is not such a kind (M-RoPE, a grape.encoding(...) built-in) takes
-_ObjectAttention: gradients for q, k and v."""
+Every encoding grape.torch.attention takes is a kind ("builtin" for a grape.encoding(...) object,
+"rotary" with sections for M-RoPE); anything else gets grape.attention's own error (refuse)."""
 import dataclasses as _dataclasses
 import json as _json
 from typing import List as _List, Optional as _Optional, Tuple as _Tuple
@@ -152,8 +152,9 @@ if HAVE_CUSTOM_OPS:
     @_torch.library.custom_op("grape::attention", mutates_args=())
     def _attention_op(q: _T, k: _T, v: _T, kind: str, params: _List[_T], head_dim: int, layout: str,
                       attention_factor: float, sections: str, t5_max_distance: int, t5_bidirectional: bool,
-                      norm_eps: float, builtin: str, positions: _Optional[_T], offsets: _Optional[_T], cu_seqlens: _Optional[_T], causal: bool,
-                      window: int, scale: _Optional[float]) -> _Tuple[_T, _T]:
+                      norm_eps: float, builtin: str, positions: _Optional[_T], offsets: _Optional[_T],
+                      cu_seqlens: _Optional[_T], causal: bool, window: int,
+                      scale: _Optional[float]) -> _Tuple[_T, _T]:
         spec = Spec(head_dim, layout, attention_factor, _sections_of(sections), t5_max_distance, t5_bidirectional,
                     norm_eps, builtin)
         return forward(q, k, v, kind, params, spec,
@@ -169,9 +170,9 @@ if HAVE_CUSTOM_OPS:
     def _attention_backward_op(grad_out: _T, q: _T, k: _T, v: _T, out: _T, lse: _T, kind: str, params: _List[_T],
                                head_dim: int, layout: str, attention_factor: float, sections: str,
                                t5_max_distance: int, t5_bidirectional: bool, norm_eps: float, builtin: str,
-                               positions: _Optional[_T],
-                               offsets: _Optional[_T], cu_seqlens: _Optional[_T], causal: bool, window: int,
-                               scale: _Optional[float], wanted: _List[bool]) -> _List[_T]:
+                               positions: _Optional[_T], offsets: _Optional[_T], cu_seqlens: _Optional[_T],
+                               causal: bool, window: int, scale: _Optional[float],
+                               wanted: _List[bool]) -> _List[_T]:
         spec = Spec(head_dim, layout, attention_factor, _sections_of(sections), t5_max_distance, t5_bidirectional,
                     norm_eps, builtin)
         return backward(grad_out, q, k, v, out, lse, kind, params, spec,
@@ -184,10 +185,10 @@ if HAVE_CUSTOM_OPS:
     def _setup_context(ctx, inputs, output):
         q, k, v, kind, params = inputs[:5]
         ctx.save_for_backward(q, k, v, *output, *params)
-        ctx.meta = (kind, len(params), inputs[5:], [p.requires_grad for p in params])
+        ctx.meta = (kind, inputs[5:], [p.requires_grad for p in params])
 
     def _backward(ctx, grad_out, grad_lse):
-        kind, n, rest, wanted = ctx.meta
+        kind, rest, wanted = ctx.meta
         q, k, v, out, lse, *params = ctx.saved_tensors
         grads = _attention_backward_op(grad_out, q, k, v, out, lse, kind, params, *rest, wanted)
         return (*grads[:3], None, [g if w else None for g, w in zip(grads[3:], wanted)], *([None] * len(rest)))
@@ -221,26 +222,7 @@ def kind_attention(q, k, v, kind, params, spec, options):
     return _KindAttention.apply(q, k, v, kind, spec, options, *params)
 
 
-class _ObjectAttention(_torch.autograd.Function):
-    """Fused attention with a fixed encoding object (M-RoPE, a grape.encoding(...) built-in, ...):
-    gradients for q, k and v."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, encoding, options):
-        out, lse = _grape.attention(q, k, v, encoding, return_lse=True, **options)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.meta = (encoding, options)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        q, k, v, out, lse = ctx.saved_tensors
-        encoding, options = ctx.meta
-        dq, dk, dv, _, _ = _grape.attention_backward(grad_out.to(q.dtype).contiguous(), q, k, v, out, lse, encoding,
-                                                     **options)
-        return dq, dk, dv, None, None
-
-
-def object_attention(q, k, v, encoding, options):
-    """options: grape.attention's keyword arguments."""
-    return _ObjectAttention.apply(q, k, v, encoding, options)
+def refuse(q, k, v, encoding, options):
+    """An encoding that no kind describes: grape.attention's own one-line error for it."""
+    _grape.attention(q, k, v, encoding, **options)
+    raise _grape.GrapeError(f"grape: attention: encoding: {type(encoding).__name__} has no differentiable form here")

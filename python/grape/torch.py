@@ -612,7 +612,7 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
             return call("rotary+alibi", [table, slopes], spec)
         if isinstance(encoding, tuple):
             if not isinstance(encoding[1], (_grape.AlibiEncoding, AlibiSlopes)):
-                return _kinds.object_attention(q, k, v, encoding, options)
+                return _kinds.refuse(q, k, v, encoding, options)
             return call("rotary+alibi", [table, _torch.tensor(encoding[1].slopes, dtype=_torch.float64)], spec)
         return call("rotary", [table], spec)
     if learned == "slopes":
@@ -631,7 +631,7 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     if isinstance(encoding, T5Buckets):
         raise _grape.GrapeError("grape: encoding: these T5 buckets have no table (a config holds none): give "
                                 "t5_table, or build one with grape.t5(table, ...)")
-    return _kinds.object_attention(q, k, v, encoding, options)
+    return _kinds.refuse(q, k, v, encoding, options)
 
 
 _OPTION_ORDER = ("positions", "offsets", "cu_seqlens", "causal", "window", "scale")

@@ -267,6 +267,8 @@ def test_bad_input_is_one_clear_error():
         grape.attention(q, k, v, (grape.alibi(heads=4), grape.rope(head_dim=16)))
     with pytest.raises(grape.GrapeError, match="t5_table .* fills a T5Encoding"):
         torch_attention(q, k, v, None, t5_table=torch.zeros(32, 4))
+    with pytest.raises(grape.GrapeError, match="^grape: encoding: attention takes None, a RotaryEncoding"):
+        torch_attention(q, k, v, (grape.rope(head_dim=16), grape.t5(np.zeros((32, 4)))))
 
 
 def test_plain_values_give_the_objects_attention():
