@@ -7,9 +7,10 @@
 // rows, and its dQ' shares go to one of a few dQ' lanes (key block b to lane b mod 4, a lane's
 // blocks in order on one thread, the lanes summed in order), so no thread adds into another's
 // rows and the result does not depend on the thread count; each tile's P and dS serve dV, dK' and
-// dQ' (5 matrix products per tile). A bias that computes a query block's rows at once (GRAPE-AP)
-// or a gradient taken by whole query rows runs two passes instead, key blocks (dK', dV) and then
-// query blocks (dQ' and the bias's parameter gradient), which recompute S and dP (7 products).
+// dQ' (5 matrix products per tile). A bias that computes a query block's rows at once (GRAPE-AP),
+// a gradient taken by whole query rows, or a problem with too few KV head groups for the lanes to
+// keep the threads busy (dq_lanes) runs two passes instead, key blocks (dK', dV) and then query
+// blocks (dQ' and the bias's parameter gradient), which recompute S and dP (7 products).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -145,15 +146,25 @@ void backward_query_block(const flash_sequence& s, const flash_gradients& g, con
 /// dQ' lanes of the one-pass backward: key block b adds its dQ' share into lane b % lanes, a lane's
 /// key blocks in order on one thread, then the lanes are summed in order, so that dQ' does not
 /// depend on the thread count. Lane 0 is grad_q itself; the others are [len, q_heads, qk_dim] each.
-inline std::int64_t dq_lanes(std::int64_t blocks) { return std::clamp<std::int64_t>(blocks, 1, 4); }
+/// Up to four lanes, fewer where three extra dQ' buffers would pass 512 MiB; 0 (two passes) where
+/// the (KV head group, lane) items would be fewer than 8, too few to keep a machine busy (MQA: the
+/// two passes' items are the query heads' blocks). The problem alone decides, not the thread count.
+inline std::int64_t dq_lanes(const flash_sequence& s, std::int64_t groups) {
+  constexpr std::int64_t budget_bytes = std::int64_t{512} << 20, min_items = 8;
+  const std::int64_t blocks = (s.len + flash_block - 1) / flash_block;
+  const std::int64_t lane_bytes = s.len * s.q_heads * s.qk_dim * static_cast<std::int64_t>(sizeof(float));
+  std::int64_t lanes = std::clamp<std::int64_t>(blocks, 1, 4);
+  while (lanes > 1 && (lanes - 1) * lane_bytes > budget_bytes) --lanes;
+  return groups * lanes >= min_items ? lanes : 0;
+}
 
 /// The backward in one pass over the key blocks: each tile's P and dS computed once and used for
 /// dV, dK' and dQ' (the two-pass form recomputes S and dP for dQ': 7 products per tile against 5).
 template <class Bias, class Accumulate>
 void one_pass_backward(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
                        const Bias& bias, const Accumulate* accumulate, std::int64_t groups, std::int64_t per_group,
-                       int threads) {
-  const std::int64_t blocks = (s.len + flash_block - 1) / flash_block, lanes = dq_lanes(blocks);
+                       std::int64_t lanes, int threads) {
+  const std::int64_t blocks = (s.len + flash_block - 1) / flash_block;
   const std::int64_t lane_floats = s.len * s.q_heads * s.qk_dim;
   std::vector<float> extra(static_cast<std::size_t>((lanes - 1) * lane_floats), 0.0f);
   const auto lane = [&](std::int64_t l) { return l == 0 ? g.grad_q : extra.data() + (l - 1) * lane_floats; };
@@ -242,12 +253,17 @@ void flash_sequence_backward(const flash_sequence& s, const flash_gradients& g, 
   const std::int64_t groups = s.k_heads == s.v_heads ? s.k_heads : 1, per_group = s.q_heads / groups;
   const flash_backward_operands ops = pack_backward_operands(s, g, threads);
   // A bias that computes a query block's rows at once (GRAPE-AP's row_block) or an accumulator
-  // that takes whole query rows wants the query blocks outermost: two passes. Otherwise one.
+  // that takes whole query rows wants the query blocks outermost: two passes. Otherwise one, where
+  // dq_lanes allows it.
   constexpr bool by_query_rows = requires { bias.row_block(0, 0, 1); } || takes_whole_rows<Accumulate>;
-  if constexpr (by_query_rows)
+  if constexpr (by_query_rows) {
     two_pass_backward(s, g, ops, bias, accumulate, groups, per_group, threads);
-  else
-    one_pass_backward(s, g, ops, bias, accumulate, groups, per_group, threads);
+  } else {
+    if (const std::int64_t lanes = dq_lanes(s, groups); lanes > 0)
+      one_pass_backward(s, g, ops, bias, accumulate, groups, per_group, lanes, threads);
+    else
+      two_pass_backward(s, g, ops, bias, accumulate, groups, per_group, threads);
+  }
 }
 
 }  // namespace grape::cpu::detail

@@ -45,18 +45,19 @@ TEST(AttentionBackward, QKVGradientsMatchCentralDifferences) {
 }
 
 // The backward's dQ' shares go to fixed lanes by key block (cpu/flash_backward.hpp), so one, two
-// and three threads give the same bits; sequences long enough for every lane and a lane's second
-// key block (up to 700 tokens: eleven 64-token blocks), causal and not, with and without a bias.
+// and three threads give the same bits; sequences of up to 700 tokens (eleven 64-token blocks:
+// every lane and a lane's later key blocks), 8 query heads on 8, 4 or 2 KV heads (enough head
+// groups for the one pass), causal and not, ALiBi's slope gradient asked for.
 TEST(AttentionBackward, GradientsDoNotDependOnTheThreadCount) {
   for (std::uint64_t seed = 0; seed < 6; ++seed) {
     std::mt19937_64 rng(seed);
-    attention_call<alibi::instance, float> c(rng, alibi::make(alibi::params{4, 32, 8.0, {}}), 4, 700, 0, 700);
+    attention_call<alibi::instance, float> c(rng, alibi::make(alibi::params{8, 32, 8.0, {}}), 8, 700, 0, 700);
     c.args.causal = seed % 2 == 0;
     const std::vector<float> G = random_like<float>(rng, c.out.size());
     std::vector<backward_result> runs;
     for (int threads : {1, 2, 3}) {
       c.args.qk.threads = threads;
-      runs.push_back(run_backward(c.inst, c, G, 4));
+      runs.push_back(run_backward(c.inst, c, G, 8));
     }
     for (std::size_t r = 1; r < runs.size(); ++r) {
       EXPECT_EQ(runs[r].dq, runs[0].dq) << "seed " << seed << ", run " << r;
