@@ -28,7 +28,7 @@ namespace grape::cpu::detail {
 
 /// The key pass asks for no logit gradients.
 struct no_logit_gradient {
-  void operator()(std::int64_t, std::int64_t, float) const {}
+  void operator()(std::int64_t, std::int64_t, std::int64_t, float) const {}
 };
 
 /// Whether some query of [i0, i1) sees some key of [j0, j1).
@@ -54,7 +54,7 @@ struct backward_tiles {
 };
 
 /// P and dS of the tile (queries [i0, i1), keys [j0, j1)) of query head h, on whole tiles as the
-/// forward computes them; `on_logit(i, j, ds)`, when given, sees each visible logit's gradient.
+/// forward computes them; `on_logit(h, i, j, ds)`, when given, sees each visible logit's gradient.
 template <class Bias, class OnLogit>
 void backward_tile(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
                    std::int64_t h, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1,
@@ -81,7 +81,17 @@ void backward_tile(const flash_sequence& s, const flash_gradients& g, const flas
   if (on_logit)
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c)
-        if (P(r, c) != 0.0f) (*on_logit)(i0 + r, j0 + c, dS(r, c));
+        if (P(r, c) != 0.0f) (*on_logit)(h, i0 + r, j0 + c, dS(r, c));
+}
+
+/// dQ'_iᵀ += K_jᵀ·dSᵀ for the tile in t (queries [i0, i0 + queries), key block jb of KV head kh),
+/// into grad_q (laid out as Q: dQ' rows of head h, column-major, a query per column).
+inline void add_tile_dq(const flash_sequence& s, const flash_backward_operands& ops, const backward_tiles& t,
+                        float* grad_q, std::int64_t h, std::int64_t kh, std::int64_t i0, std::int64_t jb,
+                        std::int64_t queries, std::int64_t keys) {
+  packed::pack_rhs(t.rhs, t.ds, t.ld, keys, queries);  // dSᵀ [keys × queries]
+  packed::multiply_add(grad_q + (i0 * s.q_heads + h) * s.qk_dim, s.q_heads * s.qk_dim, ops.k_cols.at(kh, jb), t.rhs,
+                       s.qk_dim, keys, queries);
 }
 
 /// dK' and dV of key block [j0, j1) for query heads [h0, h1): every query block that sees it. With
@@ -104,10 +114,7 @@ void backward_key_block(const flash_sequence& s, const flash_gradients& g, const
       packed::multiply_add(dV, s.v_heads * s.v_dim, ops.o_cols.at(h, ib), t.rhs, s.v_dim, queries, keys);
       packed::pack_rhs<Eigen::RowMajor>(t.rhs, t.ds, t.ld, queries, keys);  // dS [queries × keys]
       packed::multiply_add(dK, s.k_heads * s.qk_dim, ops.q_cols.at(h, ib), t.rhs, s.qk_dim, queries, keys);
-      if (!grad_q) continue;
-      packed::pack_rhs(t.rhs, t.ds, t.ld, keys, queries);  // dSᵀ [keys × queries]
-      packed::multiply_add(grad_q + (i0 * s.q_heads + h) * s.qk_dim, s.q_heads * s.qk_dim, ops.k_cols.at(kh, jb),
-                           t.rhs, s.qk_dim, keys, queries);
+      if (grad_q) add_tile_dq(s, ops, t, grad_q, h, kh, i0, jb, queries, keys);
     }
   }
 }
@@ -118,18 +125,15 @@ void backward_query_block_with(const flash_sequence& s, const flash_gradients& g
                                std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias,
                                const backward_tiles& t, const OnLogit* on_logit) {
   const std::int64_t kh = h / (s.q_heads / s.k_heads), queries = i1 - i0;
-  float* dQ = g.grad_q + (i0 * s.q_heads + h) * s.qk_dim;  // dQ_iᵀ, column-major, a query per column
   for (std::int64_t j0 = 0; j0 < s.len; j0 += flash_block) {
     const std::int64_t j1 = std::min(s.len, j0 + flash_block), keys = j1 - j0;
     if (!block_visible(s, i0, i1, j0, j1)) continue;
     backward_tile(s, g, ops, h, i0, i1, j0, j1, bias, t, on_logit);
-    packed::pack_rhs(t.rhs, t.ds, t.ld, keys, queries);  // dSᵀ [keys × queries]
-    packed::multiply_add(dQ, s.q_heads * s.qk_dim, ops.k_cols.at(kh, j0 / flash_block), t.rhs, s.qk_dim, keys,
-                         queries);
+    add_tile_dq(s, ops, t, g.grad_q, h, kh, i0, j0 / flash_block, queries, keys);
   }
 }
 
-/// dQ' of query block [i0, i1) of head h; on_logit(i, j, ds) for the bias's gradient, or null. A
+/// dQ' of query block [i0, i1) of head h; on_logit(h, i, j, ds) for the bias's gradient, or null. A
 /// bias with row_block (GRAPE-AP) computes the block's rows once, as the forward does.
 template <class Bias, class OnLogit>
 void backward_query_block(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
@@ -172,17 +176,14 @@ void one_pass_backward(const flash_sequence& s, const flash_gradients& g, const 
   launch_items(groups * lanes, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
     const std::int64_t group = w / lanes, l = w % lanes;
     const int thread = thread_index();
+    const auto on_logit = [&](std::int64_t h, std::int64_t i, std::int64_t j, float ds) {
+      (*accumulate)(thread, h, i, j, ds);
+    };
     const backward_tiles t(thread_scratch);
     for (std::int64_t b = l; b < blocks; b += lanes) {
       const std::int64_t j0 = b * flash_block, j1 = std::min(s.len, j0 + flash_block);
-      if (!accumulate) {
-        backward_key_block(s, g, ops, group * per_group, (group + 1) * per_group, j0, j1, bias, t, lane(l));
-        continue;
-      }
-      for (std::int64_t h = group * per_group; h < (group + 1) * per_group; ++h) {
-        const auto on_logit = [&](std::int64_t i, std::int64_t j, float ds) { (*accumulate)(thread, h, i, j, ds); };
-        backward_key_block(s, g, ops, h, h + 1, j0, j1, bias, t, lane(l), &on_logit);
-      }
+      backward_key_block(s, g, ops, group * per_group, (group + 1) * per_group, j0, j1, bias, t, lane(l),
+                         accumulate ? &on_logit : nullptr);
     }
   });
   if (lanes > 1)
@@ -226,12 +227,16 @@ void two_pass_backward(const flash_sequence& s, const flash_gradients& g, const 
     const backward_tiles t(thread_scratch);
     if constexpr (takes_whole_rows<Accumulate>) {
       std::vector<float> rows(accumulate ? static_cast<std::size_t>((i1 - i0) * s.len) : 0, 0.0f);
-      const auto on_logit = [&](std::int64_t i, std::int64_t j, float ds) { rows[(i - i0) * s.len + j] = ds; };
+      const auto on_logit = [&](std::int64_t, std::int64_t i, std::int64_t j, float ds) {
+        rows[(i - i0) * s.len + j] = ds;
+      };
       backward_query_block(s, g, ops, h, i0, i1, bias, t, accumulate ? &on_logit : nullptr);
       if (accumulate)
         for (std::int64_t i = i0; i < i1; ++i) accumulate->row(thread, h, i, rows.data() + (i - i0) * s.len, s.len);
     } else {
-      const auto on_logit = [&](std::int64_t i, std::int64_t j, float ds) { (*accumulate)(thread, h, i, j, ds); };
+      const auto on_logit = [&](std::int64_t head, std::int64_t i, std::int64_t j, float ds) {
+        (*accumulate)(thread, head, i, j, ds);
+      };
       backward_query_block(s, g, ops, h, i0, i1, bias, t, accumulate ? &on_logit : nullptr);
     }
   });

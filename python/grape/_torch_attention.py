@@ -12,6 +12,7 @@ from typing import List as _List, Optional as _Optional, Tuple as _Tuple
 import torch as _torch
 
 import grape as _grape
+from grape import _attention
 
 # The kinds whose first tensor is a frequency table: its gradient is the module's d_inv_freq, the
 # others' the module's d_bias (in the order of the list).
@@ -37,6 +38,12 @@ class Spec:
         """In the ops' argument order (spelled out: torch.compile traces it, not dataclasses.astuple)."""
         return (self.head_dim, self.layout, self.attention_factor, _sections_text(self.sections),
                 self.t5_max_distance, self.t5_bidirectional, self.norm_eps, self.builtin)
+
+    @staticmethod
+    def of_values(head_dim, layout, attention_factor, sections, t5_max_distance, t5_bidirectional, norm_eps, builtin):
+        """The Spec whose values() these are."""
+        return Spec(head_dim, layout, attention_factor, _sections_of(sections), t5_max_distance, t5_bidirectional,
+                    norm_eps, builtin)
 
 
 @_dataclasses.dataclass(frozen=True)
@@ -72,10 +79,6 @@ def _float64(x):
     return x.detach().to(_torch.float64).cpu().contiguous().numpy()
 
 
-def _float32(x):
-    return x.detach().to(_torch.float32).cpu().contiguous().numpy()
-
-
 def _module_arguments(kind, params, spec):
     """grape.attention's encoding and keyword arguments for a kind's tensors."""
     def rotary():
@@ -101,7 +104,7 @@ def _module_arguments(kind, params, spec):
     if kind == "fox":
         return None, {"log_forget": _float64(params[0])}
     if kind == "grape_a":
-        return None, {"grape_a": tuple(_float32(p) for p in params)}
+        return None, {"grape_a": tuple(_grape._float32(p) for p in params)}
     if kind == "grape_ap":
         return None, {"grape_ap": (_float64(params[0]), spec.norm_eps)}
     if kind == "grape_m":
@@ -138,10 +141,12 @@ def backward(grad_out, q, k, v, out, lse, kind, params, spec, options, wanted):
     return [dq, dk, dv, *grads]
 
 
+# grape.attention's options as the ops take them, in this order.
+OPTIONS = ("positions", "offsets", "cu_seqlens", "causal", "window", "scale")
+
+
 def _options(options):
-    positions, offsets, cu_seqlens, causal, window, scale = options
-    return dict(positions=positions, offsets=offsets, cu_seqlens=cu_seqlens, causal=causal, window=window,
-                scale=scale)
+    return dict(zip(OPTIONS, options))
 
 
 HAVE_CUSTOM_OPS = hasattr(getattr(_torch, "library", None), "custom_op")
@@ -155,16 +160,14 @@ if HAVE_CUSTOM_OPS:
                       norm_eps: float, builtin: str, positions: _Optional[_T], offsets: _Optional[_T],
                       cu_seqlens: _Optional[_T], causal: bool, window: int,
                       scale: _Optional[float]) -> _Tuple[_T, _T]:
-        spec = Spec(head_dim, layout, attention_factor, _sections_of(sections), t5_max_distance, t5_bidirectional,
-                    norm_eps, builtin)
-        return forward(q, k, v, kind, params, spec,
-                       _options((positions, offsets, cu_seqlens, causal, window, scale)))
+        spec = Spec.of_values(head_dim, layout, attention_factor, sections, t5_max_distance, t5_bidirectional,
+                              norm_eps, builtin)
+        return forward(q, k, v, kind, params, spec, _options((positions, offsets, cu_seqlens, causal, window, scale)))
 
     @_attention_op.register_fake
     def _(q, k, v, kind, params, *rest):
-        tokens = q.shape[0] * q.shape[1] if q.dim() == 4 else q.shape[0]
-        return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],)), q.new_empty((q.shape[-2], tokens),
-                                                                                dtype=_torch.float32)
+        return (q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],)),
+                q.new_empty((q.shape[-2], _attention._tokens(q)), dtype=_torch.float32))
 
     @_torch.library.custom_op("grape::attention_backward", mutates_args=())
     def _attention_backward_op(grad_out: _T, q: _T, k: _T, v: _T, out: _T, lse: _T, kind: str, params: _List[_T],
@@ -173,8 +176,8 @@ if HAVE_CUSTOM_OPS:
                                positions: _Optional[_T], offsets: _Optional[_T], cu_seqlens: _Optional[_T],
                                causal: bool, window: int, scale: _Optional[float],
                                wanted: _List[bool]) -> _List[_T]:
-        spec = Spec(head_dim, layout, attention_factor, _sections_of(sections), t5_max_distance, t5_bidirectional,
-                    norm_eps, builtin)
+        spec = Spec.of_values(head_dim, layout, attention_factor, sections, t5_max_distance, t5_bidirectional,
+                              norm_eps, builtin)
         return backward(grad_out, q, k, v, out, lse, kind, params, spec,
                         _options((positions, offsets, cu_seqlens, causal, window, scale)), wanted)
 

@@ -567,7 +567,7 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     def call(kind, params, spec=_kinds.Spec(), b=None, **changed):
         opts = dict(options, **changed)
         operands = (q, k, v) if b is None else (q[b:b + 1], k[b:b + 1], v[b:b + 1])
-        return _kinds.kind_attention(*operands, kind, params, spec, tuple(opts[n] for n in _OPTION_ORDER))
+        return _kinds.kind_attention(*operands, kind, params, spec, tuple(opts[n] for n in _kinds.OPTIONS))
 
     def per_batch_element(kind, params_of, spec=_kinds.Spec()):
         """One gate sequence per batch element: the op per element, concatenated."""
@@ -634,16 +634,9 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     return _kinds.refuse(q, k, v, encoding, options)
 
 
-_OPTION_ORDER = ("positions", "offsets", "cu_seqlens", "causal", "window", "scale")
-
-
 def _index_tensor(x):
     """Positions, offsets or cu_seqlens as an int64 tensor (None stays None)."""
-    return None if x is None else _torch.as_tensor(_np_index(x)).to(_torch.int64)
-
-
-def _np_index(x):
-    return _grape._index_array(x) if isinstance(x, (list, tuple, range)) else x
+    return None if x is None else _torch.as_tensor(_grape._index_array(x)).to(_torch.int64)
 
 
 def _rotary_table(encoding):

@@ -58,13 +58,17 @@ forget_gate_bias fox_from_log_forget(const array& a) {
   return b;
 }
 
+void require_head_dim(const rotary_spec& s, int head_dim) {
+  if (s.head_dim != head_dim)
+    throw input_error(fmt::format("q: last dimension must be the encoding's head_dim {} (got {})", s.head_dim, head_dim));
+}
+
 /// The kernel instance of a rotary encoding on one position axis, passed to body.
 template <class Body>
 void with_one_axis_rotary(const rotary_encoding& e, int head_dim, Body&& body) {
   const rotary_spec& s = e.spec;
   if (s.num_axes != 1) throw input_error("encoding: a (RotaryEncoding, AlibiEncoding) pair takes a rotation on one position axis");
-  if (s.head_dim != head_dim)
-    throw input_error(fmt::format("q: last dimension must be the encoding's head_dim {} (got {})", s.head_dim, head_dim));
+  require_head_dim(s, head_dim);
   if (s.layout == layout_kind::half_split) return body(rotary_table<layout_kind::half_split>::make(s));
   body(rotary_table<layout_kind::interleaved>::make(s));
 }
@@ -79,8 +83,7 @@ void with_rotary(const rotary_encoding& e, int head_dim, Body&& body) {
   if (s.num_axes != 3 || s.layout != layout_kind::half_split || s.rotary_dim != s.head_dim)
     throw input_error(fmt::format("encoding: attention takes a rotary encoding on one position axis or M-RoPE's "
                                   "three (half-split, every channel rotated; got {} axes)", s.num_axes));
-  if (s.head_dim != head_dim)
-    throw input_error(fmt::format("q: last dimension must be the encoding's head_dim {} (got {})", s.head_dim, head_dim));
+  require_head_dim(s, head_dim);
   body(mrope::instance{rotation_planes<3>::from_sections(s.inv_freq, s.plane_axis), s.head_dim, s.attention_factor});
 }
 
@@ -293,21 +296,18 @@ void bind_attention(nb::module_& m) {
           const auto a = make_decode_args(q, k_cache, v_cache, layout, block_table, seq_lens, q_positions, out, lse,
                                           max_position, window, scale, threads);
           const encoding_arrays arrays{log_forget, grape_a, grape_ap, grape_m};
-          if (const builtin_encoding* b = builtin_of(encoding, arrays)) {
-            if (!b->attention_decode)
-              throw input_error(fmt::format("encoding: {} lifts Q and K; decode would need lifted keys in the cache",
-                                            b->name));
-            if (b->num_axes != 1)
-              throw input_error(fmt::format("encoding: {} turns its planes on {} position axes; decode takes one "
-                                            "position per query",
-                                            b->name, b->num_axes));
+          const builtin_encoding* b = builtin_of(encoding, arrays);
+          if (b && !b->attention_decode)
+            throw input_error(fmt::format("encoding: {} lifts Q and K; decode would need lifted keys in the cache",
+                                          b->name));
+          if (const int axes = position_axes(encoding); axes != 1)  // a built-in's or M-RoPE's sections
+            throw input_error(fmt::format("encoding: {} turns its planes on {} position axes; decode takes one "
+                                          "position per query",
+                                          b ? b->name : std::string("this RotaryEncoding"), axes));
+          if (b) {
             nb::gil_scoped_release release;
             return b->attention_decode(a);
           }
-          if (const int axes = position_axes(encoding); axes != 1)
-            throw input_error(fmt::format("encoding: turns its planes on {} position axes; decode takes one position "
-                                          "per query",
-                                          axes));
           with_instance(encoding, arrays, static_cast<int>(q.shape(2)),
                         [&](const auto& inst) {
             nb::gil_scoped_release release;

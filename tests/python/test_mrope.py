@@ -155,3 +155,12 @@ def test_bad_sections_and_positions_are_one_line_errors():
         grape.attention(q, q, q, enc.with_sections([8, 8]), positions=np.zeros((2, 5), dtype=np.int64))
     with pytest.raises(grape.GrapeError, match="a \\(RotaryEncoding, AlibiEncoding\\) pair takes a rotation on one position axis"):
         grape.attention(q, q, q, (grape.mrope(HEAD_DIM, SECTIONS), grape.alibi(heads=2)))
+    cache = np.zeros((1, 16, 2, HEAD_DIM), dtype=np.float32)  # one NHD page of 16 slots
+    with pytest.raises(grape.GrapeError, match="^grape: encoding: this RotaryEncoding turns its planes on 3 position "
+                                               "axes; decode takes one position per query$"):
+        grape.attention_decode(np.zeros((1, 2, HEAD_DIM), dtype=np.float32), cache, cache,
+                               np.zeros((1, 1), dtype=np.int32), np.array([5]), grape.mrope(HEAD_DIM, SECTIONS))
+    with pytest.raises(grape.GrapeError, match="^grape: encoding: mrope turns its planes on 3 position axes"):
+        grape.attention_decode(np.zeros((1, 2, HEAD_DIM), dtype=np.float32), cache, cache,
+                               np.zeros((1, 1), dtype=np.int32), np.array([5]),
+                               grape.encoding("mrope", head_dim=HEAD_DIM, sections=SECTIONS))
