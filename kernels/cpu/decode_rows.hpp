@@ -127,7 +127,7 @@ void accumulate_rows(const float* p, std::int64_t ld, const T* v, std::int64_t s
 
 /// Asks for the cache lines of count elements from p into L2 (a hint: no fault, no wait). L2, not
 /// L1: decode prefetches a whole page ahead of its use, more than L1 holds at float32 (measured:
-/// into L1, float32 decode lost 5–10 %; into L2, neither storage lost; docs/performance.md).
+/// into L1, float32 decode lost 8–11 %; into L2, neither storage lost; docs/performance.md).
 template <class T>
 inline void prefetch_elements(const T* p, std::int64_t count) {
   const char* bytes = reinterpret_cast<const char*>(p);
