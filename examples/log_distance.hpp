@@ -1,7 +1,9 @@
 #pragma once
 // The encoding of part 3 of the tutorial (docs/tutorial.md): a score bias written from scratch,
 // b_h(m, n) = −λ_h·log(1 + |m − n|): like ALiBi it penalises distance, but by its logarithm, so
-// far tokens are not silenced. It comes with a reference formula that the checker compares it to.
+// far tokens are not silenced. It comes with a reference formula that the checker compares it to,
+// and its slopes are learnable: it gives their gradient, which the checker tests too.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -30,6 +32,20 @@ struct log_distance_bias {
   double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
     return log_distance_value(slopes[h], m[0], n[0]);
   }
+
+  /// Learnable slopes (BiasWithGradient): the fused attention's backward adds each logit's
+  /// gradient g into acc[h] as g·∂b/∂λ_h = −g·log(1 + |m − n|); gradient() reads them out.
+  std::size_t parameter_count() const { return slopes.size(); }
+  std::size_t grad_accumulator_size() const { return slopes.size(); }
+  void accumulate_grad(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n, double g,
+                       double* acc) const {
+    acc[h] += g * log_distance_value(1.0, m[0], n[0]);
+  }
+  void gradient(const double* acc, double* grad) const { std::copy(acc, acc + slopes.size(), grad); }
+  /// The slopes, read and set (BiasWithParameters): the checker's bias_gradient law compares the
+  /// gradient with central differences of bias() along a random direction.
+  void parameters(double* out) const { std::copy(slopes.begin(), slopes.end(), out); }
+  void set_parameters(const double* p) { std::copy_n(p, slopes.size(), slopes.begin()); }
 
   /// The same bias in device-safe form, for the CUDA fused attention (cuda::attention; a
   /// ScoreView, kernels/cuda/instance_scores.hpp): the slopes' array and the formula above.

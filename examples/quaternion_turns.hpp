@@ -46,7 +46,7 @@ class quaternion_turns {
       turn_block(std::cos(a), std::sin(a), &axes_[3 * b], x + 4 * b, y + 4 * b);
     }
   }
-  /// In float32 through the view: the code the kernels run, which kernel_agreement checks.
+  /// In float32 through the view: the code the kernels run, which float32_agreement checks.
   void apply(const std::array<std::int64_t, 1>& c, const float* x, float* y) const {
     grape::apply_view(view(), c.data(), false, x, y);
   }

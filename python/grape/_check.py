@@ -55,6 +55,8 @@ class LawResult:
     trials: int
     tolerance: str
     counterexample: Optional[Counterexample]
+    run: bool = True                    # False: the law's kernel cannot run this encoding (why_not_run says why)
+    why_not_run: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +65,7 @@ class CheckReport:
     summary: str
     parameters: str
     positions: str
+    position_draws: str
     reference: str
     notes: List[str]
     seed: int
@@ -84,6 +87,9 @@ class CheckReport:
     def __str__(self):
         rows = ["%s: %s" % (self.encoding, "passed" if self.passed else "FAILED")]
         for law in self.laws:
+            if not law.run:
+                rows.append("  %-26s %-9s not run: %s" % (law.name, "", law.why_not_run))
+                continue
             state = "holds" if law.holds else "DOES NOT HOLD"
             rows.append("  %-26s %-9s %s" % (law.name, "claimed" if law.claimed else "", state))
             if law.counterexample is not None:
@@ -137,6 +143,6 @@ def _report(j):
         example = None if c is None else Counterexample(c["positions"], c["lhs"], c["rhs"], c["error"],
                                                         c["tolerance"], c["what"])
         laws.append(LawResult(r["law"], r["formula"], r["claimed"], r["holds"], r["trials"], r["tolerance"],
-                              example))
-    return CheckReport(j["encoding"], j["summary"], j["parameters"], j["positions"], j["reference"], j["notes"],
-                       j["seed"], j["trials"], laws)
+                              example, r.get("run", True), r.get("why_not_run")))
+    return CheckReport(j["encoding"], j["summary"], j["parameters"], j["positions"], j["position_draws"],
+                       j["reference"], j["notes"], j["seed"], j["trials"], laws)

@@ -20,21 +20,27 @@ const law_result* check_report::find(std::string_view name) const {
 const law_result* check_report::find(law which) const { return find(to_string(which)); }
 
 static std::string verdict(const law_result& l) {
+  if (l.status == law_status::not_run) return "not run: " + l.why_not_run;
   if (l.status == law_status::holds) return l.claimed ? "holds" : "holds (not claimed)";
   return l.claimed ? "FAILS" : "does not hold (not claimed)";
 }
 
 std::string check_report::table() const {
-  std::string out = fmt::format("{}: {}\nparameters {}, positions {}{}, seed {}, {} trials per law\n", encoding,
+  std::string out = fmt::format("{}: {}\nparameters {}, positions {}{}{}, seed {}, {} trials per law\n", encoding,
                                 summary, parameters, positions,
-                                position_note.empty() ? "" : fmt::format(" ({})", position_note), options.seed,
+                                position_note.empty() ? "" : fmt::format(" ({})", position_note),
+                                position_draws.empty() ? "" : fmt::format(" with {}", position_draws), options.seed,
                                 options.trials);
   out += fmt::format("reference: {}\n", reference);
   for (const auto& n : notes) out += fmt::format("note: {}\n", n);
   out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", "law", "claimed", "result", "trials", "tolerance");
-  for (const auto& l : laws)
-    out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", l.name, l.claimed ? "yes" : "no", verdict(l),
-                       l.trials, l.tolerance);
+  for (const auto& l : laws) {
+    if (l.status == law_status::not_run)  // nothing was tried: no trials, no tolerance
+      out += fmt::format("  {:<26} {:<8} {}\n", l.name, "-", verdict(l));
+    else
+      out += fmt::format("  {:<26} {:<8} {:<28} {:>6}  {}\n", l.name, l.claimed ? "yes" : "no", verdict(l),
+                         l.trials, l.tolerance);
+  }
   for (const auto& l : laws) {
     if (!l.example) continue;
     const auto& e = *l.example;

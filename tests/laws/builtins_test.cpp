@@ -115,7 +115,7 @@ TEST(Builtins, ReportsThePositionRangeItDrewFrom) {
   EXPECT_EQ(check<fox>(check_options{2, 1}).positions, "0..255");
   EXPECT_EQ(check<learned_absolute>(check_options{2, 1}).positions, "0..1023");
   const auto table = check<alibi>(check_options{2, 1}).table();
-  EXPECT_NE(table.find("positions -2147483647..2147483647,"), std::string::npos) << table;
+  EXPECT_NE(table.find("positions -2147483647..2147483647 with 1 draw in 8 an edge case"), std::string::npos) << table;
   EXPECT_EQ(nlohmann::json(check<alibi>(check_options{2, 1})).at("positions"), "-2147483647..2147483647");
   const auto narrowed = check<alibi>(check_options{2, 1, 100});
   EXPECT_EQ(narrowed.positions, "-99..99");
@@ -132,6 +132,7 @@ struct position_census {
   template <class E>
   static std::optional<counterexample> trial(detail::trial_inputs<E>& t) {
     drawn.push_back(t.draw_position());
+    drawn.push_back(t.draw_position());  // in pairs, as a query's and a key's position
     return std::nullopt;
   }
 };
@@ -157,6 +158,24 @@ TEST(Builtins, DrawsLongPositionsOfBothSignsAndKeepsMostSmall) {
   EXPECT_GE(count([](std::int64_t m) { return std::abs(m) > (std::int64_t{1} << 24); }), 10);
   EXPECT_GE(count([](std::int64_t m) { return m < 0; }), static_cast<long>(d.size() / 4));
   EXPECT_TRUE(std::all_of(d.begin(), d.end(), [](std::int64_t m) { return std::abs(m) < (std::int64_t{1} << 31); }));
+}
+
+/// One draw in eight is an edge case: each of 0, ±1 and the range's two ends comes up, and a trial's
+/// second position repeats its first (m = n) far more often than uniform draws would.
+TEST(Builtins, DrawsTheEdgeCasesInAFixedShare) {
+  position_census::drawn.clear();
+  (void)check<alibi_with_census>(check_options{400, 1});
+  const auto& d = position_census::drawn;
+  ASSERT_GE(d.size(), 800u);
+  const std::int64_t top = (std::int64_t{1} << 31) - 1;
+  for (const std::int64_t edge : {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, top, -top})
+    EXPECT_GE(std::count(d.begin(), d.end(), edge), 3) << edge;
+  long repeats = 0;
+  for (std::size_t i = 0; i + 1 < d.size(); i += 2) repeats += d[i] == d[i + 1] && d[i] != 0;
+  EXPECT_GE(repeats, 3) << "pairs m = n away from 0";
+  EXPECT_NE(check<alibi>(check_options{2, 1}).table().find(
+                "with 1 draw in 8 an edge case (the previous position again, so m = n; 0, ±1, an end of the range)"),
+            std::string::npos);
 }
 
 TEST(Builtins, UnknownNameIsAnInputError) {

@@ -383,11 +383,17 @@ TEST(Mutants, KernelTableDiffersFromTheRepresentation) {
   EXPECT_EQ(report.find(std::string_view("attention_shift"))->status, law_status::holds) << report.table();
 }
 
-// 15. ALiBi with the sign of the bias flipped (a reward for distance): every law of its own holds,
-// so only an independent reference formula catches it, and the report names that reference.
+// 15. ALiBi with the sign of the bias flipped (a reward for distance), its gradient flipped with it:
+// every law of its own holds, so only an independent reference formula catches it, and the report
+// names that reference. (With ALiBi's gradient left as it was, bias_gradient catches it too:
+// gradient_laws_test.cpp.)
 struct rewarding_alibi_bias : alibi_bias {
   double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
     return -alibi_bias::bias(h, m, n);
+  }
+  void accumulate_grad(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n, double g,
+                       double* acc) const {
+    alibi_bias::accumulate_grad(h, m, n, -g, acc);
   }
 };
 template <bool WithReference>

@@ -54,3 +54,13 @@ def test_inspect_reports_a_configs_table_and_its_laws():
     assert bloom["kind"] == "alibi" and bloom["laws"] is None
     with pytest.raises(grape.GrapeError, match="nope.json: cannot open the file"):
         grape.inspect("/nonexistent/nope.json")
+
+
+def test_check_reports_the_gradient_laws_and_the_edge_case_draws():
+    report = grape.check("alibi", trials=20, seed=2)
+    assert report.passed
+    assert report.law("bias_gradient").claimed and report.law("bias_gradient").holds
+    assert report.law("attention_gradient").holds and report.law("attention_gradient").run
+    assert "m = n" in report.position_draws
+    rope = grape.check("rope", trials=10, seed=2)
+    assert rope.law("frequency_gradient").holds and rope.law("attention_gradient").holds

@@ -157,7 +157,7 @@ struct attention_call {
             for (int c = 0; c < w; ++c)
               absdot += std::abs(qe[(ti * heads + h) * w + c] * ke[(tj * heads + h) * w + c]);
             const double logit = std::isfinite(logits[j]) ? std::abs(logits[j]) : 0.0;
-            delta = std::max(delta, 2 * (std::sqrt(w) + 4) * eps32 * absdot + 4 * eps32 * logit);
+            delta = max_keeping_nan(delta, 2 * (std::sqrt(w) + 4) * eps32 * absdot + 4 * eps32 * logit);
           }
           double sum = 0;
           for (double x : logits) sum += std::isinf(x) ? 0.0 : std::exp(x - top);
@@ -166,10 +166,11 @@ struct attention_call {
             for (std::int64_t j = 0; j < len[b]; ++j)
               if (!std::isinf(logits[j]))
                 o += std::exp(logits[j] - top) / sum * static_cast<double>(v[((first[b] + j) * kv_heads + kh) * d + c]);
-            r.worst = std::max(r.worst, std::abs(static_cast<double>(out[(ti * heads + h) * d + c]) - o));
+            r.worst = max_keeping_nan(r.worst, std::abs(static_cast<double>(out[(ti * heads + h) * d + c]) - o));
           }
-          if (sum > 0) r.worst = std::max(r.worst, std::abs(static_cast<double>(lse[h * total + ti]) - (top + std::log(sum))) / 8);
-          r.bound = std::max(r.bound, v_max * (2 * std::expm1(2 * delta) + 4 * (len[b] + 16) * eps32 +
+          if (!(sum == 0))  // a row with every key masked has no log-sum-exp to compare; a NaN sum does
+            r.worst = max_keeping_nan(r.worst, std::abs(static_cast<double>(lse[h * total + ti]) - (top + std::log(sum))) / 8);
+          r.bound = max_keeping_nan(r.bound, v_max * (2 * std::expm1(2 * delta) + 4 * (len[b] + 16) * eps32 +
                                                storage_tolerance<T>()));
         }
       }

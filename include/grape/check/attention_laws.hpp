@@ -18,12 +18,18 @@
 
 namespace grape::detail {
 
-/// cpu::attention takes E's instance, with positions on one axis.
+/// cpu::attention takes E's instance, with positions on one axis and a view of its representation.
 template <class E>
 constexpr bool runs_attention = [] {
-  if constexpr (E::group::rank == 1) return cpu::attention_takes<typename E::instance>;
+  if constexpr (E::group::rank == 1) return cpu::attention_takes<typename E::instance> && !lacks_view<E>;
   else return false;
 }();
+
+/// Why the attention laws do not run on an encoding the fused attention would take given a view.
+template <class E>
+constexpr std::string_view attention_not_run = E::group::rank == 1 && lacks_view<E> && (rotates_qk<E> || lifts_qk<E>)
+                                                   ? no_view
+                                                   : "";
 
 /// A random attention call for one trial: sequences of up to 24 tokens, positions in the window
 /// the kernel laws draw (kernel_positions: a base from the trial's draws, 64 positions above it).
@@ -47,6 +53,8 @@ struct attention_kernel_law {
       "δ = 2(√w + 4) eps32 Σ|q'k'| + 4 eps32 |logit| (attention_call::compare)";
   template <class E>
   static constexpr bool applies = runs_attention<E>;
+  template <class E>
+  static constexpr std::string_view not_run = attention_not_run<E>;
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
@@ -64,6 +72,8 @@ struct attention_shift_law {
   template <class E>
   static constexpr bool applies = runs_attention<E>;
   template <class E>
+  static constexpr std::string_view not_run = attention_not_run<E>;
+  template <class E>
   static constexpr bool claimed = E::claims.contains(law::score_invariance);
 
   template <class E>
@@ -77,7 +87,7 @@ struct attention_shift_law {
     cpu::attention(moved.inst, moved.args);
     double worst = 0;
     for (std::size_t i = 0; i < call.out.size(); ++i)
-      worst = std::max(worst, std::abs(static_cast<double>(call.out[i]) - static_cast<double>(moved.out[i])));
+      worst = max_keeping_nan(worst, std::abs(static_cast<double>(call.out[i]) - static_cast<double>(moved.out[i])));
     const double bound = call.compare().bound + moved.compare().bound;
     return judge(attention_at(call, shift), worst, 0.0, worst, bound, "max |O(p + t) − O(p)|");
   }

@@ -11,6 +11,7 @@
 
 #include "grape/check/builtin_laws.hpp"
 #include "grape/check/attention_laws.hpp"
+#include "grape/check/gradient_laws.hpp"
 #include "grape/check/kernel_laws.hpp"
 #include "grape/check/property.hpp"
 #include "grape/check/report.hpp"
@@ -45,7 +46,9 @@ constexpr law_list<A..., B...> join(law_list<A...>, law_list<B...>) {
   return {};
 }
 
-/// One tester's row, if it applies to E (`applies<E>`, when the tester says). A built-in tester
+/// One tester's row, if it applies to E (`applies<E>`, when the tester says), or a row saying why
+/// it did not run (`not_run<E>`: a reason, when the tester's kernel would take E's kind but E
+/// lacks what it needs). A built-in tester
 /// names its law (`id`): E's claims say whether it must hold, and the seed offset is the law's.
 /// A kernel law or a law of one's own is claimed by running (or as its `claimed<E>` says), and takes
 /// its seed offset from its name.
@@ -57,6 +60,18 @@ void run_tester(const std::optional<typename E::params>& fixed, const check_opti
     if constexpr (requires { L::template applies<E>; }) return L::template applies<E>;
     else return true;
   }();
+  constexpr std::string_view not_run = [] {
+    if constexpr (requires { L::template not_run<E>; }) return std::string_view(L::template not_run<E>);
+    else return std::string_view();
+  }();
+  if constexpr (!applies && !not_run.empty()) {
+    law_result r;
+    r.name = std::string(L::name);
+    r.formula = std::string(L::formula);
+    r.status = law_status::not_run;
+    r.why_not_run = std::string(not_run);
+    rows.push_back(std::move(r));
+  }
   if constexpr (applies) {
     auto trial = [&] {
       auto t = draw_trial<E>(fixed, options);
@@ -73,7 +88,7 @@ void run_tester(const std::optional<typename E::params>& fixed, const check_opti
 }
 
 /// Runs law testers in order, one row each: grape::check<E> passes the built-ins, the kernel laws,
-/// then E's extra_laws.
+/// the attention and gradient laws, then E's extra_laws.
 template <class E, class... Laws>
 void run_laws(law_list<Laws...>, const std::optional<typename E::params>& fixed, const check_options& options,
               std::vector<law_result>& rows) {
@@ -126,6 +141,9 @@ check_report check(const std::optional<typename E::params>& fixed, const check_o
   static_assert(Encoding<E>,
                 "grape: check<E> needs an Encoding: derive E from grape::encoding<G, R, I> and give it name, "
                 "summary, claims, params, make(params), random_params(rng)");
+  static_assert(!detail::bias_gives_gradient<E> || detail::bias_gradient_testable<E>,
+                "grape: a bias that gives a parameter gradient also gives parameters(out) and set_parameters(p) "
+                "(BiasWithParameters, grape/inject/score_bias.hpp), so that the checker can test the gradient");
   // Bad parameters: input_error before any trial runs. Unfixed, one draw from the seed stands for
   // the rest in the report's notes.
   std::mt19937_64 rng(options.seed);
@@ -139,14 +157,17 @@ check_report check(const std::optional<typename E::params>& fixed, const check_o
   report.notes = detail::notes_on<E>(first);
   const std::int64_t range = detail::position_range<E>(options);
   report.positions = fmt::format("{}..{}", E::signed_positions ? 1 - range : 0, range - 1);
+  report.position_draws = std::string(detail::position_draws_note);
   if (range < E::position_limit)
     report.position_note = fmt::format("narrowed by max_position from the encoding's {}", E::position_limit - 1);
   else if constexpr (requires { E::position_limit_reason; })
     report.position_note = std::string(E::position_limit_reason);
-  detail::run_laws<E>(detail::join(detail::join(detail::join(detail::builtin_laws{}, detail::kernel_laws{}),
-                                                detail::attention_laws{}),
-                                   typename detail::extra_laws_of<E>::type{}),
-                      fixed, options, report.laws);
+  detail::run_laws<E>(
+      detail::join(detail::join(detail::join(detail::join(detail::builtin_laws{}, detail::kernel_laws{}),
+                                             detail::attention_laws{}),
+                                detail::gradient_laws{}),
+                   typename detail::extra_laws_of<E>::type{}),
+      fixed, options, report.laws);
   return report;
 }
 

@@ -1,12 +1,19 @@
 #pragma once
 // The CUDA kernels run on the host: the per-thread bodies (kernels/cuda) over the grid they get on
 // the device — every block (token) and thread index, both phases with the barrier between them —
-// on the plan the CUDA host makes (no reads of index arrays). `emulate_device_call` takes the
+// on the plan the CUDA host makes (no reads of index arrays), over a view whose arrays relocate()
+// moved, as cuda::device_view moves them (relocated_view). `emulate_device_call` takes the
 // path cuda::rotate_qk(device_encoding, ...) takes for the same instance and call: the chunked
 // rotary kernel for rotation planes (kernel_traits::plane_spec), 16-byte chunks where the host
 // would vectorize, otherwise the instance body over the representation's view.
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <fmt/format.h>
 #include <limits>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/rotate_qk_plan.hpp"
@@ -18,6 +25,55 @@
 #include "grape/view/kernel_traits.hpp"
 
 namespace grape::detail {
+
+/// A representation's view as cuda::device_view leaves it: every array relocate() lists copied
+/// into memory of this object's own, the view repointed there. A pointer member that relocate()
+/// forgets still points at the representation's storage: on a GPU it would read host memory, on
+/// the host it reads the right values, so the emulation throws instead of running such a view.
+template <class View>
+class relocated_view {
+ public:
+  template <class R>
+  explicit relocated_view(const R& rep) : view_(rep.view()) {
+    view_.relocate([this](auto*& pointer, std::int64_t count) {
+      using T = std::remove_cv_t<std::remove_pointer_t<std::remove_reference_t<decltype(pointer)>>>;
+      auto& copy = arrays_.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T));
+      if (pointer != nullptr && count > 0) std::memcpy(copy.data(), pointer, static_cast<std::size_t>(count) * sizeof(T));
+      pointer = pointer == nullptr ? nullptr : reinterpret_cast<T*>(copy.data());
+    });
+    // A second copy of the representation holds its arrays elsewhere: a word of the view that
+    // differs between the two copies' views is a pointer into them, and one that relocate() left
+    // as it was is a forgotten array.
+    const R twin = rep;
+    const View here = rep.view(), there = twin.view();
+    for (std::size_t at = 0; at + sizeof(std::uintptr_t) <= sizeof(View); at += alignof(std::uintptr_t)) {
+      const std::uintptr_t a = word(here, at), b = word(there, at), moved = word(view_, at);
+      if (a != b && moved == a && looks_like_address(a) && looks_like_address(b))
+        throw std::logic_error(fmt::format(
+            "grape: the view's relocate() does not list the array at bytes {}..{} of the view: cuda::device_view "
+            "would leave it pointing at host memory (list every pointer member: grape/view/concepts.hpp)",
+            at, at + sizeof(std::uintptr_t)));
+    }
+  }
+  relocated_view(const relocated_view&) = delete;
+  relocated_view& operator=(const relocated_view&) = delete;
+
+  const View& view() const { return view_; }
+
+ private:
+  static std::uintptr_t word(const View& v, std::size_t at) {
+    std::uintptr_t w = 0;
+    std::memcpy(&w, reinterpret_cast<const std::byte*>(&v) + at, sizeof w);
+    return w;
+  }
+  /// A user-space address on the 64-bit hosts grape runs on (below 2^47, past the first page).
+  static bool looks_like_address(std::uintptr_t w) {
+    return w >= 4096 && w < (std::uintptr_t{1} << 47) && w % alignof(float) == 0;
+  }
+
+  std::vector<std::vector<std::byte>> arrays_;
+  View view_;
+};
 
 /// The instance body (cuda/encode_qk_thread.hpp) over tokens × `block` threads; the error flag.
 template <class T, class View, layout_kind Q, layout_kind K>
@@ -77,9 +133,9 @@ int emulate_device_call(const I& inst, const cpu::rotate_qk_args& args, std::int
   }
   cpu::detail::owned_plan o = cpu::detail::make_instance_plan(shape_of(rotation), args, &device);
   o.plan.sin_sign = backward ? -1.0f : 1.0f;
-  const auto view = rotation.rep.view();
-  return emulate_view_body<T, decltype(view), layouts_of<R>::q, layouts_of<R>::k>(o.plan, view, args.max_position,
-                                                                                  block);
+  const relocated_view<decltype(rotation.rep.view())> moved(rotation.rep);  // as cuda::device_view copies it
+  return emulate_view_body<T, std::remove_cvref_t<decltype(moved.view())>, layouts_of<R>::q, layouts_of<R>::k>(
+      o.plan, moved.view(), args.max_position, block);
 }
 
 /// What cuda::rotate_qk_inv_freq_grad computes (rotate_freq_grad_thread.hpp: a block of `block`

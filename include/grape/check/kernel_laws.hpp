@@ -32,6 +32,24 @@
 
 namespace grape::detail {
 
+/// E's representation has no device-safe view (view() const, grape/view/concepts.hpp): its
+/// mathematical laws run, the kernels cannot, and their rows say so.
+template <class E>
+constexpr bool lacks_view = [] {
+  if constexpr (has_representation<E>) return !KernelRepresentation<typename E::representation>;
+  else return false;
+}();
+
+/// E's instance rotates Q and K (rotate_qk, alone or in a composition), or lifts them (lift_qk):
+/// what the rotation and lift kernels take, given a view.
+template <class E>
+constexpr bool rotates_qk = requires(const typename E::instance& i) { rotation_part(i).rep; };
+template <class E>
+constexpr bool lifts_qk = requires(const typename E::instance& i) { i.reps; };
+
+/// The row of a kernel law that would take E's kind but cannot run it.
+inline constexpr std::string_view no_view = "no view() — see docs/concepts.md";
+
 /// E's instance rotates Q and K through cpu::rotate_qk, with a representation that has a view.
 template <class E>
 constexpr bool runs_rotate_kernels = [] {
@@ -92,6 +110,8 @@ struct cpu_kernel_law {
   static constexpr std::string_view tolerance = storage_rule;
   template <class E>
   static constexpr bool applies = runs_rotate_kernels<E>;
+  template <class E>
+  static constexpr std::string_view not_run = lacks_view<E> && rotates_qk<E> ? no_view : "";
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
@@ -112,6 +132,8 @@ struct cuda_body_law {
   static constexpr std::string_view tolerance = storage_rule;
   template <class E>
   static constexpr bool applies = runs_rotate_kernels<E>;
+  template <class E>
+  static constexpr std::string_view not_run = lacks_view<E> && rotates_qk<E> ? no_view : "";
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
@@ -147,6 +169,8 @@ struct lift_kernel_law {
   static constexpr std::string_view tolerance = storage_rule;
   template <class E>
   static constexpr bool applies = runs_lift_kernel<E>;
+  template <class E>
+  static constexpr std::string_view not_run = lacks_view<E> && lifts_qk<E> ? no_view : "";
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {

@@ -26,7 +26,9 @@ struct counterexample {
   std::string what;         // what lhs and rhs are
 };
 
-enum class law_status { holds, fails };
+/// not_run: a law whose kernel would take the encoding's kind but cannot run it (a representation
+/// without a view); the row says why and claims nothing.
+enum class law_status { holds, fails, not_run };
 
 struct law_result {
   std::string name;         // a built-in law's to_string, or a law tester's name
@@ -36,6 +38,7 @@ struct law_result {
   int trials = 0;
   std::string tolerance;    // the rule, stated
   std::optional<counterexample> example;
+  std::string why_not_run;  // law_status::not_run: what the encoding lacks, and where it is explained
 };
 
 struct check_report {
@@ -44,6 +47,7 @@ struct check_report {
   std::string parameters;   // "random per trial" or the fixed parameters
   std::string positions;    // the range positions are drawn from, e.g. "-2147483647..2147483647"
   std::string position_note;  // why the range is below the default, when it is
+  std::string position_draws;  // the share of edge-case positions (0, ±1, the ends, m = n)
   std::string reference;    // what the encoding was compared with, independently of itself, or "none"
   std::vector<std::string> notes;  // what the checker noticed about the instance (e.g. a dropped part)
   check_options options;

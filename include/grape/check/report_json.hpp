@@ -14,6 +14,7 @@ inline void to_json(nlohmann::json& j, const check_report& report) {
   j["parameters"] = report.parameters;
   j["positions"] = report.positions;
   j["position_note"] = report.position_note;
+  j["position_draws"] = report.position_draws;
   j["max_position"] = report.options.max_position;
   j["reference"] = report.reference;
   j["notes"] = report.notes;
@@ -27,6 +28,8 @@ inline void to_json(nlohmann::json& j, const check_report& report) {
     r["formula"] = l.formula;
     r["claimed"] = l.claimed;
     r["holds"] = l.status == law_status::holds;
+    r["run"] = l.status != law_status::not_run;
+    if (l.status == law_status::not_run) r["why_not_run"] = l.why_not_run;
     r["trials"] = l.trials;
     r["tolerance"] = l.tolerance;
     if (l.example) {

@@ -77,9 +77,19 @@ auto full_size(Gen gen) {
   return *rc::gen::resize(rc::kNominalSize, std::move(gen));
 }
 
-/// Positions below this are "small": three draws in four stay below it, so that small positions
-/// and offsets are well represented and shrinking reaches small counterexamples.
+/// Positions below this are "small": most draws stay below it, so that small positions and offsets
+/// are well represented and shrinking reaches small counterexamples.
 inline constexpr std::int64_t small_positions = 1024;
+
+/// One draw in edge_case_share (rapidcheck's habit of trying the special values) is an edge case:
+/// the previous position drawn again (a query's own key, m = n; a shift of 0), 0, ±1, or an end of
+/// the range. Uniform draws almost never land there, and a defect on the diagonal or at the
+/// range's end would pass every trial.
+inline constexpr int edge_case_share = 8;
+
+/// What the report's header says about the draws (check_report::position_draws).
+inline constexpr std::string_view position_draws_note =
+    "1 draw in 8 an edge case (the previous position again, so m = n; 0, ±1, an end of the range)";
 
 /// One trial's draws: parameters (fixed or from a shrinkable seed), content seed, positions.
 template <class E>
@@ -90,13 +100,31 @@ struct trial_inputs {
   std::mt19937_64 rng;
   int head = 0;
   std::int64_t limit = E::position_limit;  // |position| < limit
+  mutable std::optional<std::int64_t> previous{};  // the last position drawn, for the m = n edge case
 
   /// A position with |m| < limit, or in [0, limit) for an encoding whose positions start at 0
-  /// (signed_positions = false: a table, a gate sequence). Three in four are below
-  /// small_positions; the fourth is log-uniform up to the limit (a bit length, then uniform below
-  /// it), so a defect that shows only past 2^24 is found by default. Magnitude and sign are drawn
-  /// apart, so shrinking moves toward 0, toward small and toward positive.
+  /// (signed_positions = false: a table, a gate sequence). One draw in edge_case_share is an edge
+  /// case; of the rest, three in four are below small_positions and the fourth is log-uniform up to
+  /// the limit (a bit length, then uniform below it), so a defect that shows only past 2^24 is
+  /// found by default. Magnitude and sign are drawn apart, so shrinking moves toward 0, toward
+  /// small and toward positive.
   std::int64_t draw_position() const {
+    std::int64_t m = 0;
+    if (full_size(rc::gen::inRange(0, edge_case_share)) == edge_case_share - 1) m = draw_edge_case();
+    else m = draw_regular();
+    previous = m;
+    return m;
+  }
+
+  /// Coordinates on every axis, each a draw_position().
+  std::array<std::int64_t, G::rank> draw_positions() const {
+    std::array<std::int64_t, G::rank> c{};
+    for (auto& x : c) x = draw_position();
+    return c;
+  }
+
+ private:
+  std::int64_t draw_regular() const {
     const std::int64_t small = std::min(limit, small_positions);
     std::int64_t magnitude = 0;
     if (full_size(rc::gen::inRange(0, 4)) < 3 || limit <= small) {
@@ -110,11 +138,13 @@ struct trial_inputs {
     return *rc::gen::arbitrary<bool>() ? -magnitude : magnitude;
   }
 
-  /// Coordinates on every axis, each a draw_position().
-  std::array<std::int64_t, G::rank> draw_positions() const {
-    std::array<std::int64_t, G::rank> c{};
-    for (auto& x : c) x = draw_position();
-    return c;
+  /// 0, the previous draw, 1, the top of the range, then (signed) −1 and the bottom; shrinking
+  /// moves toward 0.
+  std::int64_t draw_edge_case() const {
+    const std::int64_t top = limit - 1;
+    const std::array<std::int64_t, 6> edges{0, previous.value_or(0), std::min<std::int64_t>(1, top), top, -1, -top};
+    const int count = E::signed_positions ? 6 : 4;
+    return edges[static_cast<std::size_t>(full_size(rc::gen::inRange(0, count)))];
   }
 };
 

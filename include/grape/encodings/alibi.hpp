@@ -48,6 +48,8 @@ struct alibi_bias {
     acc[h] -= g * static_cast<double>(m[0] > n[0] ? m[0] - n[0] : n[0] - m[0]);
   }
   void gradient(const double* acc, double* grad) const { std::copy(acc, acc + slopes.size(), grad); }
+  void parameters(double* out) const { std::copy(slopes.begin(), slopes.end(), out); }
+  void set_parameters(const double* p) { std::copy_n(p, slopes.size(), slopes.begin()); }
 };
 
 struct alibi final : encoding<translation<1>, no_representation, score_bias<alibi_bias>> {

@@ -78,6 +78,18 @@ struct forget_gate_bias {
       for (std::int64_t l = 0; l < length; ++l) grad[h * length + l] = running += acc[h * (length + 1) + l];
     }
   }
+  /// The log forget gates [heads, length], the differences of the prefix sums.
+  void parameters(double* out) const {
+    for (int h = 0; h < num_heads; ++h)
+      for (std::int64_t l = 0; l < length; ++l)
+        out[h * length + l] = prefix[h * (length + 1) + l + 1] - prefix[h * (length + 1) + l];
+  }
+  void set_parameters(const double* log_gates) {
+    for (int h = 0; h < num_heads; ++h) {
+      double sum = 0;
+      for (std::int64_t l = 0; l < length; ++l) prefix[h * (length + 1) + l + 1] = sum += log_gates[h * length + l];
+    }
+  }
 };
 
 struct fox final : encoding<translation<1>, no_representation, score_bias<forget_gate_bias>> {

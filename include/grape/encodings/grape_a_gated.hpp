@@ -70,6 +70,17 @@ struct gated_linear_bias {
     acc[num_heads + h * length + n[0]] += g * distance * omega[h];
   }
   void gradient(const double* acc, double* grad) const { std::copy_n(acc, parameter_count(), grad); }
+  void parameters(double* out) const {
+    out = std::copy(omega.begin(), omega.end(), out);
+    out = std::copy(key_gate.begin(), key_gate.end(), out);
+    std::copy(query_gate.begin(), query_gate.end(), out);
+  }
+  void set_parameters(const double* p) {
+    for (auto* values : {&omega, &key_gate, &query_gate}) {
+      std::copy_n(p, values->size(), values->begin());
+      p += values->size();
+    }
+  }
 };
 
 namespace detail {

@@ -9,6 +9,7 @@
 // fails the law, with the counterexample in docs/grape-paper.md.
 // Memory is O(T·P): the terms are summed on demand, never held as a T×T matrix.
 #include <boost/hana/define_struct.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -105,6 +106,10 @@ struct path_integral_bias {
     for (std::int64_t t = 0; t < num_heads * length; ++t)
       normalisation_grad(t, acc + t * dim, acc + parameter_count() + t * dim, out + t * dim);
   }
+  /// The projections p [heads, length, P] as given (the gradient's layout), and set from others
+  /// (BiasWithParameters): p̂ follows, the slopes and phases stay.
+  void parameters(double* out) const { std::copy(rows.begin(), rows.end(), out); }
+  void set_parameters(const double* p);
   /// Adds dt·dt(m, ℓ)/dp_m into d_rows and dt·dt(m, ℓ)/dp̂_ℓ into d_keys (both [heads, length, P]):
   /// dt/dz = s_h·σ(−z), dz/dp_m = R(ℓ − m)p̂_ℓ/P, dz/dp̂_ℓ = R(ℓ − m)ᵀp_m/P.
   void add_term_grad(int h, std::int64_t m, std::int64_t l, double dt, double* d_rows, double* d_keys) const {
@@ -235,6 +240,13 @@ inline path_integral_bias make_path_integral_bias(int heads, int p_dim, double n
 }
 
 }  // namespace detail
+
+inline void path_integral_bias::set_parameters(const double* p) {
+  const path_integral_bias b =
+      detail::make_path_integral_bias(num_heads, dim, norm_eps, std::vector<double>(p, p + rows.size()));
+  rows = b.rows;
+  keys = b.keys;
+}
 
 struct grape_ap_relative final : encoding<translation<1>, no_representation, score_bias<path_integral_bias>> {
   static constexpr std::string_view name = "grape_ap_relative";

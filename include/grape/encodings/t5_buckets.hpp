@@ -48,6 +48,8 @@ struct t5_bias {
         h] += g;
   }
   void gradient(const double* acc, double* grad) const { std::copy(acc, acc + table.size(), grad); }
+  void parameters(double* out) const { std::copy(table.begin(), table.end(), out); }
+  void set_parameters(const double* p) { std::copy_n(p, table.size(), table.begin()); }
 };
 
 struct t5_buckets final : encoding<translation<1>, no_representation, score_bias<t5_bias>> {

@@ -11,7 +11,9 @@
 // then gradient() turns the summed accumulator into dL/d(parameters), parameter_count() values.
 // A bias whose terms each need a sum over a row's keys (GRAPE-AP: a term on the path from n to m
 // gets Σ_{n<ℓ} g(m, n)) takes whole rows instead (BiasWithRowGradient): accumulate_row_grad sees
-// one query's gradients over every key of its sequence at once.
+// one query's gradients over every key of its sequence at once. Either also gives its parameters
+// (BiasWithParameters: parameters(out), set_parameters(p)), which grape::check needs to test the
+// gradient.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +42,17 @@ concept BiasWithRowGradient = requires(const B& b, const std::int64_t* n, const 
   { b.grad_accumulator_size() } -> std::convertible_to<std::size_t>;
   b.accumulate_row_grad(0, std::int64_t{0}, n, ds, std::int64_t{0}, acc);
   b.gradient(sum, acc);
+};
+
+/// A bias that gives a gradient also gives its parameters, so that the checker can test the
+/// gradient against central differences (the bias_gradient law, check/gradient_laws.hpp):
+/// parameters(out) writes parameter_count() values in the gradient's layout, and
+/// set_parameters(p) makes this bias the one with other values in that layout (a derived bias
+/// that redefines bias() inherits both, and its inherited gradient is tested against its bias()).
+template <class B>
+concept BiasWithParameters = requires(const B& b, B& m, double* out, const double* p) {
+  b.parameters(out);
+  m.set_parameters(p);
 };
 
 template <class B>
