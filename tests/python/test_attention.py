@@ -288,6 +288,39 @@ def test_plain_values_give_the_objects_attention():
         torch_attention(q, k, v, grape.torch.plain(grape.from_config(CONFIGS + "/t5-small/config.json")))
 
 
+def test_a_frequency_table_holds_rotary_dim_over_two_values_on_every_path():
+    """A learned table of another length than the encoding's rotary_dim / 2 is one error, the same from
+    rotate_qk (custom op or autograd.Function), attention (alone or with ALiBi) and the plain values;
+    a partial rotary is what the encoding's rotary_dim asks for, checked against float64 RoPE."""
+    q, k, v = operands(2, 6, 4, 2, 16)
+    enc, short = grape.rope(head_dim=16), torch.ones(3, dtype=torch.float64)
+    message = r"^grape: inv_freq: must hold rotary_dim / 2 = 8 values \(got 3\)$"
+    for e in (enc, grape.torch.RotaryTable.of(enc)):
+        with pytest.raises(grape.GrapeError, match=message):
+            grape.torch.rotate_qk(q, k, e, inv_freq=short)
+        with pytest.raises(grape.GrapeError, match=message):
+            torch_attention(q, k, v, e, inv_freq=short)
+    with pytest.raises(grape.GrapeError, match=message):
+        torch_attention(q, k, v, (enc, grape.alibi(heads=4)), inv_freq=short)
+    with pytest.raises(grape.GrapeError, match=message):
+        grape.rotary(short.tolist(), head_dim=16)
+    with pytest.raises(grape.GrapeError, match=r"^grape: inv_freq: must be a 1-D tensor of rotary_dim / 2 "
+                                               r"frequencies \(got shape \[1, 8\]\)$"):
+        grape.torch.rotate_qk(q, k, enc, inv_freq=torch.ones(1, 8))
+
+    partial = grape.rope(head_dim=16, rotary_dim=6)     # channels 6..15 pass through
+    theta = torch.tensor([1.0, 0.1, 0.01], dtype=torch.float64)
+    assert grape.rotary(theta.tolist(), head_dim=16, rotary_dim=6).rotary_dim == 6
+    pos = torch.arange(6)[None].expand(2, 6)
+    for e in (partial, grape.torch.RotaryTable.of(partial)):
+        q_rot, k_rot = grape.torch.rotate_qk(q, k, e, inv_freq=theta)
+        torch.testing.assert_close(q_rot.double(), rope64(q.double(), theta, pos), atol=1e-5, rtol=0)
+        torch.testing.assert_close(k_rot.double(), rope64(k.double(), theta, pos), atol=1e-5, rtol=0)
+        out = torch_attention(q, k, v, e, inv_freq=theta)
+        want, _ = attention64(q, k, v, pos, causal=True, inv_freq=theta)
+        torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=0)
+
+
 @pytest.mark.parametrize("layout,with_alibi", [("NHD", False), ("HND", False), ("NHD", True)])
 def test_decode_after_prefill_through_the_paged_cache(layout, with_alibi):
     """The serving loop: prefill writes rotated K and V into a paged cache (rotate_qk's KV write),
