@@ -558,7 +558,7 @@ def _encoding_tensors(name, value):
 
 def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=None, log_forget=None, grape_a=None,
               grape_ap=None, grape_m=None, causal=True, window=0, scale=None, positions=None, offsets=None,
-              cu_seqlens=None):
+              cu_seqlens=None, layout="bthd"):
     """Differentiable grape.attention (the encoding inside the flash loop, the backward from the
     saved log-sum-exp: no T x T tensor in either direction). Gradients for q, k, v and for one
     learnable encoding parameter:
@@ -581,9 +581,25 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
                           gradients for both (phases = cumsum(omega) from the caller's autograd).
     Otherwise `encoding` (as grape.attention takes it, a grape.encoding(...) object included) is
     fixed: gradients for q, k and v.
+    layout: "bthd" (grape's [batch, seq, heads, dim], or [tokens, heads, dim]) or "bhtd"
+    (scaled_dot_product_attention's [batch, heads, seq, dim]) for q, k, v and the output (with
+    "bhtd" a view of a [batch, seq, heads, dim] tensor); extents that only the other layout explains
+    are refused.
     On torch >= 2.4 this is the custom op grape::attention (and its backward); code compiled with
     torch.compile(fullgraph=True) passes plain(encoding), plain values it can trace.
     """
+    heads = _attention.encoding_heads(encoding, slopes=slopes, t5_table=t5_table, log_forget=log_forget,
+                                      grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m)
+    q, k, v = _attention.operands(layout, _tensor(q, "q"), _tensor(k, "k"), _tensor(v, "v"), heads)
+    out = _attention_bthd(q, k, v, encoding, slopes=slopes, inv_freq=_learned_table(inv_freq), t5_table=t5_table,
+                          log_forget=log_forget, grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m, causal=causal,
+                          window=window, scale=scale, positions=positions, offsets=offsets, cu_seqlens=cu_seqlens)
+    return _attention.relayout(out, layout)
+
+
+def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget, grape_a, grape_ap, grape_m, causal,
+                    window, scale, positions, offsets, cu_seqlens):
+    """attention() with q, k, v as [batch, seq, heads, dim] (or [tokens, heads, dim])."""
     given = [(n, p) for n, p in (("slopes", slopes), ("inv_freq", inv_freq), ("t5_table", t5_table),
                                  ("log_forget", log_forget)) if p is not None]
     if len(given) > 1:
