@@ -82,6 +82,17 @@ def _empty_like(x):
     return np.lib.stride_tricks.as_strided(np.empty(span // x.itemsize, x.dtype), x.shape, x.strides)
 
 
+def _operand(x, name):
+    """x itself when it is an array or tensor the module can read (NumPy, or a torch tensor on the CPU), else
+    a GrapeError naming the argument: a list has no strides to read, and a meta or CUDA tensor no CPU memory."""
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        raise GrapeError(f"grape: {name}: must be a NumPy array or a torch tensor (got {type(x).__name__})")
+    device = getattr(getattr(x, "device", None), "type", "cpu")  # NumPy 2's .device is the string "cpu"
+    if device != "cpu":
+        raise GrapeError(f"grape: {name}: must be on the CPU, where grape's kernels run (got a {device} tensor)")
+    return x
+
+
 def _index_array(x):
     """Lists and tuples of positions become int64 arrays; arrays and tensors pass unchanged."""
     if isinstance(x, (_builtins.list, tuple, range)):
@@ -120,6 +131,9 @@ def _call(q, k, encoding, positions, offsets, cu_seqlens, max_position, threads,
         raise TypeError("grape: encoding: must be a grape.RotaryEncoding (grape.rope, grape.rotary or "
                         "grape.from_config) or a grape.BuiltinEncoding (grape.encoding), got %s"
                         % type(encoding).__name__)
+    for name, x in (("q", q), ("k", k)):
+        if x is not None:
+            _operand(x, name)
     if out is None:
         q_out = None if q is None else _empty_like(q)
         k_out = None if k is None else _empty_like(k)
@@ -180,6 +194,7 @@ def lift_qk(q, k, encoding, positions=None, offsets=None, cu_seqlens=None, max_p
     has q's heads), so that any attention's q_lifted . k_lifted is q.k + slope_h (n - m). Positions as
     grape.rotate_qk takes them. Returns (q_lifted, k_lifted)."""
     positions, offsets, cu_seqlens = _index_array(positions), _index_array(offsets), _index_array(cu_seqlens)
+    q, k = _operand(q, "q"), _operand(k, "k")
     heads, dim = q.shape[-2], q.shape[-1] + 2
     q_lifted, k_lifted = _empty_with(q, heads, dim), _empty_with(k, heads, dim)
     _grape._lift_qk_builtin(encoding, q, k, q_lifted, k_lifted, positions, offsets, cu_seqlens, max_position,

@@ -8,6 +8,109 @@ def _index_array(x):
     return index_array(x)
 
 
+def _operand(x, name):
+    from . import _operand as operand
+    return operand(x, name)
+
+
+# The layouts of q, k and v: grape's, and torch's scaled_dot_product_attention's.
+LAYOUTS = {"bthd": "[batch, seq, heads, dim]", "bhtd": "[batch, heads, seq, dim]"}
+
+
+def _swap_seq_heads(x):
+    """[batch, seq, heads, dim] as [batch, heads, seq, dim] or back: a view, nothing copied."""
+    return x.transpose(1, 2) if hasattr(x, "new_empty") else x.transpose(0, 2, 1, 3)
+
+
+def relayout(x, layout):
+    """[batch, seq, heads, dim] seen in `layout`, or `layout` seen as [batch, seq, heads, dim] (the swap
+    is its own inverse): a view."""
+    return _swap_seq_heads(x) if layout == "bhtd" else x
+
+
+def _disagreement(q, k, v, heads):
+    """What makes the extents of q, k, v ([..., seq, heads, dim]) and the encoding's heads
+    inconsistent, or None (also when one has too few dimensions: the module's checks name it)."""
+    if any(len(x.shape) < 3 for x in (q, k, v)):
+        return None
+    (sq, hq), (sk, hk), (sv, hv) = (tuple(x.shape[-3:-1]) for x in (q, k, v))
+    if not sq == sk == sv:
+        return f"the sequence lengths differ (q {sq}, k {sk}, v {sv})"
+    if hk < 1 or hv < 1 or hq % hk or hq % hv:
+        return f"k's {hk} and v's {hv} heads do not divide q's {hq}"
+    if heads is not None and heads[1] != hq:
+        return f"q has {hq} heads and {heads[0]} {heads[1]}"
+    return None
+
+
+def operands(layout, q, k, v, heads=None):
+    """q, k and v read in `layout` as the module takes them: [batch, seq, heads, dim] views (or
+    [tokens, heads, dim] in "bthd"). heads: (argument, count) when the encoding fixes the query heads.
+    Extents that disagree in `layout` but agree in the other one are refused, naming both: a tensor in
+    the other layout would otherwise be read with its heads and tokens swapped."""
+    if layout not in LAYOUTS:
+        raise _grape.GrapeError("grape: layout: must be 'bthd' %s or 'bhtd' %s (got %r)"
+                                % (LAYOUTS["bthd"], LAYOUTS["bhtd"], layout))
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if len(_operand(x, name).shape) != 4 and layout == "bhtd":
+            raise _grape.GrapeError(f"grape: {name}: layout='bhtd' takes {LAYOUTS['bhtd']} (got shape {list(x.shape)})")
+    if layout == "bhtd":
+        q, k, v = (_swap_seq_heads(x) for x in (q, k, v))
+    problem = _disagreement(q, k, v, heads)
+    if problem is None:
+        return q, k, v
+    other = "bhtd" if layout == "bthd" else "bthd"
+    if all(len(x.shape) == 4 for x in (q, k, v)) and _disagreement(*(_swap_seq_heads(x) for x in (q, k, v)), heads) is None:
+        raise _grape.GrapeError(f"grape: q, k, v: read as {LAYOUTS[layout]} (layout='{layout}'), {problem}; read as "
+                                f"{LAYOUTS[other]} they agree: pass layout='{other}'")
+    _require_heads(heads, q.shape[-2])
+    return q, k, v  # the module's own checks name what else disagrees
+
+
+def _require_heads(heads, q_heads):
+    if heads is not None and heads[1] != q_heads:
+        raise _grape.GrapeError(f"grape: {heads[0]}: must match q's {q_heads} heads (got {heads[1]} heads)")
+
+
+def _shape(x):
+    if hasattr(x, "shape"):
+        return tuple(x.shape)
+    import numpy as np
+    return np.shape(x)
+
+
+def encoding_heads(encoding=None, *, slopes=None, t5_table=None, log_forget=None, grape_a=None, grape_ap=None,
+                   grape_m=None):
+    """(argument, count): the query heads the encoding fixes (ALiBi's slopes, a T5 table, FoX's,
+    GRAPE-A's, GRAPE-AP's or contextual GRAPE-M's per-head rows), or None. The arrays as the callers
+    take them (grape_a a tuple, grape_ap projections or a pair, grape_m a pair; a batch axis or not)."""
+    def rows(name, x, axis):
+        shape = _shape(x)
+        return (name, shape[axis]) if len(shape) >= -axis else None
+
+    if slopes is not None:
+        return rows("slopes", slopes, -1)
+    if t5_table is not None:
+        return rows("t5_table", t5_table, -1)
+    if log_forget is not None:
+        return rows("log_forget", log_forget, -2)
+    if grape_a is not None:
+        return rows("omega", _grape_a_arrays(grape_a)[0], -1)
+    if grape_ap is not None:
+        return rows("projections", _grape_ap_arrays(grape_ap)[0], -3)
+    if grape_m is not None:  # a row per head on either side sets the heads; both shared: any count
+        freqs, phases = _grape_m_arrays(grape_m)
+        given = [r for r in (rows("freqs", freqs, -2), rows("phases", phases, -2)) if r is not None and r[1] > 1]
+        return given[0] if given else None
+    if isinstance(encoding, tuple) and len(encoding) == 2:  # (rotary, ALiBi)
+        encoding = encoding[1]
+    if hasattr(encoding, "slopes"):  # an AlibiEncoding or grape.torch.AlibiSlopes
+        return "slopes", len(encoding.slopes)
+    if hasattr(encoding, "num_buckets") and encoding.heads > 0:  # T5 with a table
+        return "table", encoding.heads
+    return None
+
+
 def _new_like(x, shape, dtype=None):
     """A new C-contiguous array or tensor of x's kind (x's dtype unless given)."""
     if hasattr(x, "new_empty"):  # torch
@@ -67,7 +170,7 @@ def _encoding_arrays(log_forget, grape_a, grape_ap, grape_m):
 
 def attention(q, k, v, encoding=None, *, log_forget=None, grape_a=None, grape_ap=None, grape_m=None, causal=True,
               window=0, scale=None, positions=None, offsets=None, cu_seqlens=None, max_position=None,
-              return_lse=False, threads=0):
+              layout="bthd", return_lse=False, threads=0):
     """O = softmax(scale * E(Q) E(K)^T + B + mask) V with the encoding inside the flash loop (blocks of
     256 queries, tiles of 128 keys, online softmax, float32 accumulation, never a T x T buffer).
 
@@ -89,20 +192,26 @@ def attention(q, k, v, encoding=None, *, log_forget=None, grape_a=None, grape_ap
     large phase exact: float32 holds 1e6 to 0.06). Positions:
     per-token ids, per-sequence offsets, or the index in the sequence; cu_seqlens packs sequences.
     causal masks keys after the query; window > 0 keeps keys fewer than `window` apart; scale
-    defaults to 1/sqrt(d). Returns the output ([..., heads, v's d], q's dtype), and with return_lse
-    also the float32 log-sum-exp [heads, tokens] that attention_backward needs.
+    defaults to 1/sqrt(d). layout: "bthd" (grape's [batch, seq, heads, dim], or [tokens, heads, d])
+    or "bhtd" (scaled_dot_product_attention's [batch, heads, seq, dim]) for q, k, v and the output.
+    Returns the output ([..., heads, v's d] in `layout`, q's dtype; with "bhtd" a view of a
+    [batch, seq, heads, d] array), and with return_lse also the float32 log-sum-exp [heads, tokens]
+    that attention_backward needs.
     """
+    arrays = _encoding_arrays(log_forget, grape_a, grape_ap, grape_m)
+    q, k, v = operands(layout, q, k, v, encoding_heads(encoding, **arrays))
     out = _new_like(q, tuple(q.shape[:-1]) + (v.shape[-1],))
     lse = _new_like(q, (q.shape[-2], _tokens(q)), dtype=_float32_dtype(q))
-    _grape._attention(encoding, q=q, k=k, v=v, out=out, lse=lse,
-                      **_encoding_arrays(log_forget, grape_a, grape_ap, grape_m), **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale,
-                                           threads))
+    _grape._attention(encoding, q=q, k=k, v=v, out=out, lse=lse, **arrays,
+                      **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads))
+    out = relayout(out, layout)
     return (out, lse) if return_lse else out
 
 
 def attention_backward(grad_out, q, k, v, out, lse, encoding=None, *, log_forget=None, grape_a=None, grape_ap=None,
                        grape_m=None, causal=True, window=0, scale=None, positions=None, offsets=None,
-                       cu_seqlens=None, max_position=None, bias_grad=False, inv_freq_grad=False, threads=0):
+                       cu_seqlens=None, max_position=None, layout="bthd", bias_grad=False, inv_freq_grad=False,
+                       threads=0):
     """The backward of attention() from its output and log-sum-exp (same arguments): returns
     (dq, dk, dv, d_bias, d_inv_freq). d_bias (bias_grad=True): dL/dslopes for ALiBi (alone or in a
     pair), dL/dtable [num_buckets * heads] for T5, dL/dlog_forget [heads * length] for FoX,
@@ -110,16 +219,18 @@ def attention_backward(grad_out, q, k, v, out, lse, encoding=None, *, log_forget
     dL/dprojections [heads * length * P] for GRAPE-AP, dL/dphases [rows * length] for contextual
     GRAPE-M; d_inv_freq (inv_freq_grad=True): dL/dtheta_i of a rotary encoding (alone or in a pair),
     or contextual GRAPE-M's dL/dfreqs [rows * planes].
-    Both float64 lists, or None when not asked. Tiles are recomputed: no T x T buffer.
+    Both float64 lists, or None when not asked. Tiles are recomputed: no T x T buffer. grad_out,
+    out and the returned dq, dk, dv are in `layout`, as q, k, v.
     """
+    arrays = _encoding_arrays(log_forget, grape_a, grape_ap, grape_m)
+    q, k, v = operands(layout, q, k, v, encoding_heads(encoding, **arrays))
+    grad_out, out = (_dense(relayout(_operand(x, name), layout)) for name, x in (("grad_out", grad_out), ("out", out)))
     grads = [_new_like(q, tuple(x.shape)) for x in (q, k, v)]
-    if hasattr(grad_out, "contiguous"):
-        grad_out = grad_out.contiguous()
     d_bias, d_freq = _grape._attention_backward(
         encoding, q=q, k=k, v=v, out=out, lse=lse, grad_out=grad_out, grad_q=grads[0], grad_k=grads[1],
-        grad_v=grads[2], bias_grad=bias_grad, inv_freq_grad=inv_freq_grad,
-        **_encoding_arrays(log_forget, grape_a, grape_ap, grape_m), **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads))
-    return (*grads, d_bias, d_freq)
+        grad_v=grads[2], bias_grad=bias_grad, inv_freq_grad=inv_freq_grad, **arrays,
+        **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads))
+    return (*(relayout(g, layout) for g in grads), d_bias, d_freq)
 
 
 def attention_decode(q, k_cache, v_cache, block_table, seq_lens, encoding=None, *, log_forget=None, grape_a=None,
@@ -137,15 +248,26 @@ def attention_decode(q, k_cache, v_cache, block_table, seq_lens, encoding=None, 
     grape_ap for GRAPE-AP or grape_m for contextual GRAPE-M. Returns [batch, heads, v's d] (and the float32
     log-sum-exp [heads, batch] with return_lse).
     """
+    q, k_cache, v_cache = (_operand(x, name) for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)))
+    arrays = _encoding_arrays(log_forget, grape_a, grape_ap, grape_m)
+    if len(q.shape) == 3:  # [batch, heads, d]; the module refuses any other shape
+        _require_heads(encoding_heads(encoding, **arrays), q.shape[1])
     out = _new_like(q, (q.shape[0], q.shape[1], v_cache.shape[-1]))
     lse = _new_like(q, (q.shape[1], q.shape[0]), dtype=_float32_dtype(q)) if return_lse else None
     _grape._attention_decode(encoding, q=q, k_cache=k_cache, v_cache=v_cache, layout=layout, block_table=block_table,
                              seq_lens=_index_array(seq_lens),
                              q_positions=None if q_positions is None else _index_array(q_positions), out=out,
                              lse=lse, max_position=max_position, window=window,
-                             scale=0.0 if scale is None else float(scale), threads=threads,
-                             **_encoding_arrays(log_forget, grape_a, grape_ap, grape_m))
+                             scale=0.0 if scale is None else float(scale), threads=threads, **arrays)
     return (out, lse) if return_lse else out
+
+
+def _dense(x):
+    """x C-contiguous (a copy only when it is not): the module reads the output and its gradient densely."""
+    if hasattr(x, "contiguous"):
+        return x.contiguous()
+    import numpy as np
+    return np.ascontiguousarray(x)
 
 
 def _float32_dtype(x):

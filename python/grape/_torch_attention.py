@@ -22,10 +22,11 @@ KINDS = ("none", "builtin", "rotary", "alibi", "rotary+alibi", "t5", "fox", "gra
 
 @_dataclasses.dataclass(frozen=True)
 class Spec:
-    """The plain values a kind needs besides its tensors: a rotary table's head dim, layout,
-    attention factor and M-RoPE's sections; T5's max distance and direction; GRAPE-AP's norm
-    epsilon; a built-in's name and parameters (BuiltinSpec.json)."""
+    """The plain values a kind needs besides its tensors: a rotary table's head dim, rotary dim
+    (the channels turned), layout, attention factor and M-RoPE's sections; T5's max distance and
+    direction; GRAPE-AP's norm epsilon; a built-in's name and parameters (BuiltinSpec.json)."""
     head_dim: int = 0
+    rotary_dim: int = 0
     layout: str = "half_split"
     attention_factor: float = 1.0
     sections: tuple = ()
@@ -36,14 +37,15 @@ class Spec:
 
     def values(self):
         """In the ops' argument order (spelled out: torch.compile traces it, not dataclasses.astuple)."""
-        return (self.head_dim, self.layout, self.attention_factor, _sections_text(self.sections),
+        return (self.head_dim, self.rotary_dim, self.layout, self.attention_factor, _sections_text(self.sections),
                 self.t5_max_distance, self.t5_bidirectional, self.norm_eps, self.builtin)
 
     @staticmethod
-    def of_values(head_dim, layout, attention_factor, sections, t5_max_distance, t5_bidirectional, norm_eps, builtin):
+    def of_values(head_dim, rotary_dim, layout, attention_factor, sections, t5_max_distance, t5_bidirectional, norm_eps,
+                  builtin):
         """The Spec whose values() these are."""
-        return Spec(head_dim, layout, attention_factor, _sections_of(sections), t5_max_distance, t5_bidirectional,
-                    norm_eps, builtin)
+        return Spec(head_dim, rotary_dim, layout, attention_factor, _sections_of(sections), t5_max_distance,
+                    t5_bidirectional, norm_eps, builtin)
 
 
 @_dataclasses.dataclass(frozen=True)
@@ -81,9 +83,9 @@ def _float64(x):
 
 def _module_arguments(kind, params, spec):
     """grape.attention's encoding and keyword arguments for a kind's tensors."""
-    def rotary():
-        table = _grape.rotary(_float64(params[0]).tolist(), head_dim=spec.head_dim, layout=spec.layout,
-                              attention_factor=spec.attention_factor)
+    def rotary():  # grape.rotary checks the table's length against rotary_dim (a learned one too)
+        table = _grape.rotary(_float64(params[0]).tolist(), head_dim=spec.head_dim, rotary_dim=spec.rotary_dim,
+                              layout=spec.layout, attention_factor=spec.attention_factor)
         return table.with_sections(list(spec.sections)) if spec.sections else table
 
     def alibi(i):
@@ -155,13 +157,13 @@ if HAVE_CUSTOM_OPS:
     _T = _torch.Tensor
 
     @_torch.library.custom_op("grape::attention", mutates_args=())
-    def _attention_op(q: _T, k: _T, v: _T, kind: str, params: _List[_T], head_dim: int, layout: str,
+    def _attention_op(q: _T, k: _T, v: _T, kind: str, params: _List[_T], head_dim: int, rotary_dim: int, layout: str,
                       attention_factor: float, sections: str, t5_max_distance: int, t5_bidirectional: bool,
                       norm_eps: float, builtin: str, positions: _Optional[_T], offsets: _Optional[_T],
                       cu_seqlens: _Optional[_T], causal: bool, window: int,
                       scale: _Optional[float]) -> _Tuple[_T, _T]:
-        spec = Spec.of_values(head_dim, layout, attention_factor, sections, t5_max_distance, t5_bidirectional,
-                              norm_eps, builtin)
+        spec = Spec.of_values(head_dim, rotary_dim, layout, attention_factor, sections, t5_max_distance,
+                              t5_bidirectional, norm_eps, builtin)
         return forward(q, k, v, kind, params, spec, _options((positions, offsets, cu_seqlens, causal, window, scale)))
 
     @_attention_op.register_fake
@@ -171,13 +173,13 @@ if HAVE_CUSTOM_OPS:
 
     @_torch.library.custom_op("grape::attention_backward", mutates_args=())
     def _attention_backward_op(grad_out: _T, q: _T, k: _T, v: _T, out: _T, lse: _T, kind: str, params: _List[_T],
-                               head_dim: int, layout: str, attention_factor: float, sections: str,
+                               head_dim: int, rotary_dim: int, layout: str, attention_factor: float, sections: str,
                                t5_max_distance: int, t5_bidirectional: bool, norm_eps: float, builtin: str,
                                positions: _Optional[_T], offsets: _Optional[_T], cu_seqlens: _Optional[_T],
                                causal: bool, window: int, scale: _Optional[float],
                                wanted: _List[bool]) -> _List[_T]:
-        spec = Spec.of_values(head_dim, layout, attention_factor, sections, t5_max_distance, t5_bidirectional,
-                              norm_eps, builtin)
+        spec = Spec.of_values(head_dim, rotary_dim, layout, attention_factor, sections, t5_max_distance,
+                              t5_bidirectional, norm_eps, builtin)
         return backward(grad_out, q, k, v, out, lse, kind, params, spec,
                         _options((positions, offsets, cu_seqlens, causal, window, scale)), wanted)
 

@@ -112,8 +112,15 @@ def _grape_apply(original, interleaved):
         if tag is None or args or kwargs.get("unsqueeze_dim", 1) != 1 or q.device.type != "cpu":
             return original(q, k, cos, sin, *args, **kwargs)
         enc, pos = tag
+        # position_ids [batch, seq] (left padding: a row each), or one row for every batch element:
+        # [1, seq] (transformers' cache_position.unsqueeze(0) when none are passed) or [seq].
+        rows = pos.reshape(-1, pos.shape[-1])
+        if rows.shape[0] == 1:
+            rows = rows.expand(q.shape[0], -1)
+        if rows.shape != (q.shape[0], q.shape[2]):
+            return original(q, k, cos, sin, *args, **kwargs)  # transformers says what does not broadcast
         enc = _kernel_encoding(enc, q.shape[-1], "interleaved" if interleaved else "half_split")
-        positions = pos.reshape(-1).to(_torch.int64).contiguous()
+        positions = rows.reshape(-1).to(_torch.int64).contiguous()
         # transformers' [batch, heads, seq, dim] as grape's [batch, seq, heads, dim] (a view).
         q_rot, k_rot = _grape_torch.rotate_qk(q.transpose(1, 2), k.transpose(1, 2), enc,
                                               positions=positions)

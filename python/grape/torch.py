@@ -28,7 +28,7 @@ class _RotateQK(_torch.autograd.Function):
             raise _grape.GrapeError("grape: inv_freq: replaces a RotaryEncoding's table; %s has none"
                                     % type(encoding).__name__)
         if inv_freq is not None:
-            encoding = encoding.with_inv_freq(inv_freq.detach().to(_torch.float64).cpu().tolist())
+            encoding = encoding.with_inv_freq(_values(inv_freq))
         q_out, k_out = _grape.rotate_qk(q, k, encoding, positions=positions, offsets=offsets)
         ctx.encoding = encoding
         ctx.positions = positions
@@ -51,6 +51,28 @@ class _RotateQK(_torch.autograd.Function):
         return dq, dk, d_inv_freq, None, None, None
 
 
+def _tensor(x, name):
+    """x when it is a torch tensor the kernels can read (on the CPU), else a GrapeError naming it."""
+    if not isinstance(x, _torch.Tensor):
+        raise _grape.GrapeError(f"grape: {name}: must be a torch tensor (got {type(x).__name__})")
+    return _grape._operand(x, name)
+
+
+def _learned_table(inv_freq):
+    """A learned frequency table: a 1-D tensor. Its length is checked where every path builds the
+    encoding from it (grape.rotary or with_inv_freq: rotary_dim / 2 values, the encoding's; a partial
+    rotary only where the encoding's rotary_dim says so)."""
+    if inv_freq is not None and _tensor(inv_freq, "inv_freq").dim() != 1:
+        raise _grape.GrapeError("grape: inv_freq: must be a 1-D tensor of rotary_dim / 2 frequencies (got shape %s)"
+                                % list(inv_freq.shape))
+    return inv_freq
+
+
+def _values(inv_freq):
+    """A frequency table tensor as the float64 values grape.rotary and with_inv_freq take."""
+    return inv_freq.detach().to(_torch.float64).cpu().tolist()
+
+
 def _like(grad, x):
     """grad laid out with x's strides: the kernels address gradients like the inputs."""
     if x.is_contiguous():
@@ -63,24 +85,32 @@ class RotaryTable:
     """A rotary encoding's kernel parameters as plain Python values. rotate_qk takes it in place of
     the encoding; torch.compile traces it (it cannot trace into grape's C++ encoding objects), so
     pass RotaryTable.of(encoding) to code that is compiled with fullgraph=True. `sections`: M-RoPE's
-    planes per position axis (empty: one axis)."""
+    planes per position axis (empty: one axis). `rotary_dim`: the channels turned (None: all
+    head_dim; fewer is a partial rotary); the table holds rotary_dim / 2 frequencies."""
     head_dim: int
     layout: str
     attention_factor: float
     inv_freq: tuple
     sections: tuple = ()
+    rotary_dim: int = None
 
     @staticmethod
     def of(encoding):
         if isinstance(encoding, RotaryTable):
             return encoding
         return RotaryTable(encoding.head_dim, encoding.layout, float(encoding.attention_factor),
-                           tuple(encoding.inv_freq), tuple(encoding.sections) if encoding.num_axes > 1 else ())
+                           tuple(encoding.inv_freq), tuple(encoding.sections) if encoding.num_axes > 1 else (),
+                           encoding.rotary_dim)
+
+    @property
+    def channels(self):
+        """The channels turned: rotary_dim, or every one of head_dim."""
+        return self.head_dim if self.rotary_dim is None else self.rotary_dim
 
     def encoding(self):
         """The grape encoding these values describe (grape.rotary, with_sections for M-RoPE)."""
-        table = _grape.rotary(list(self.inv_freq), head_dim=self.head_dim, layout=self.layout,
-                              attention_factor=self.attention_factor)
+        table = _grape.rotary(list(self.inv_freq), head_dim=self.head_dim, rotary_dim=self.channels,
+                              layout=self.layout, attention_factor=self.attention_factor)
         return table.with_sections(list(self.sections)) if self.sections else table
 
 
@@ -132,9 +162,8 @@ HAVE_CUSTOM_OPS = hasattr(getattr(_torch, "library", None), "custom_op")
 if HAVE_CUSTOM_OPS:
     from typing import Tuple as _Tuple
 
-    def _encoding_of(inv_freq, head_dim, layout, attention_factor):
-        table = tuple(inv_freq.detach().to(_torch.float64).cpu().tolist())
-        return RotaryTable(head_dim, layout, attention_factor, table).encoding()
+    def _encoding_of(inv_freq, head_dim, rotary_dim, layout, attention_factor):
+        return RotaryTable(head_dim, layout, attention_factor, tuple(_values(inv_freq)), (), rotary_dim).encoding()
 
     def _empty_like_strided(x):
         return _torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
@@ -144,11 +173,13 @@ if HAVE_CUSTOM_OPS:
         the inputs; the forward rotation and its backward (the rotation by minus the angle)."""
         @_torch.library.custom_op("grape::" + name, mutates_args=())
         def op(q: _torch.Tensor, k: _torch.Tensor, inv_freq: _torch.Tensor, positions: _torch.Tensor,
-               head_dim: int, layout: str, attention_factor: float) -> _Tuple[_torch.Tensor, _torch.Tensor]:
-            return kernel(q, k, _encoding_of(inv_freq, head_dim, layout, attention_factor), positions=positions)
+               head_dim: int, rotary_dim: int, layout: str,
+               attention_factor: float) -> _Tuple[_torch.Tensor, _torch.Tensor]:
+            return kernel(q, k, _encoding_of(inv_freq, head_dim, rotary_dim, layout, attention_factor),
+                          positions=positions)
 
         @op.register_fake
-        def _(q, k, inv_freq, positions, head_dim, layout, attention_factor):
+        def _(q, k, inv_freq, positions, head_dim, rotary_dim, layout, attention_factor):
             return _empty_like_strided(q), _empty_like_strided(k)
 
         return op
@@ -158,20 +189,20 @@ if HAVE_CUSTOM_OPS:
 
     @_torch.library.custom_op("grape::inv_freq_grad", mutates_args=())
     def _inv_freq_grad_op(q: _torch.Tensor, k: _torch.Tensor, grad_q: _torch.Tensor, grad_k: _torch.Tensor,
-                          inv_freq: _torch.Tensor, positions: _torch.Tensor, head_dim: int, layout: str,
-                          attention_factor: float) -> _torch.Tensor:
-        enc = _encoding_of(inv_freq, head_dim, layout, attention_factor)
+                          inv_freq: _torch.Tensor, positions: _torch.Tensor, head_dim: int, rotary_dim: int,
+                          layout: str, attention_factor: float) -> _torch.Tensor:
+        enc = _encoding_of(inv_freq, head_dim, rotary_dim, layout, attention_factor)
         g = _grape.inv_freq_grad(q, k, grad_q, grad_k, enc, positions=positions)
         return _torch.tensor(g, dtype=inv_freq.dtype, device=inv_freq.device)
 
     @_inv_freq_grad_op.register_fake
-    def _(q, k, grad_q, grad_k, inv_freq, positions, head_dim, layout, attention_factor):
+    def _(q, k, grad_q, grad_k, inv_freq, positions, head_dim, rotary_dim, layout, attention_factor):
         return inv_freq.new_empty(inv_freq.shape)
 
     def _setup_context(ctx, inputs, output):
-        q, k, inv_freq, positions, head_dim, layout, attention_factor = inputs
+        q, k, inv_freq, positions, *meta = inputs
         ctx.save_for_backward(q, k, inv_freq, positions)
-        ctx.meta = (head_dim, layout, attention_factor)
+        ctx.meta = meta
 
     def _backward(ctx, grad_q, grad_k):
         q, k, inv_freq, positions = ctx.saved_tensors
@@ -180,7 +211,7 @@ if HAVE_CUSTOM_OPS:
         d_inv_freq = None
         if ctx.needs_input_grad[2]:
             d_inv_freq = _inv_freq_grad_op(q, k, grad_q, grad_k, inv_freq, positions, *ctx.meta)
-        return dq, dk, d_inv_freq, None, None, None, None
+        return dq, dk, d_inv_freq, None, None, None, None, None
 
     _rotate_qk_op.register_autograd(_backward, setup_context=_setup_context)
 
@@ -199,6 +230,7 @@ def _positions_tensor(q, positions, offsets):
 
 def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
     """Differentiable grape.rotate_qk: returns (q_rot, k_rot); see the module's docstring."""
+    q, k, inv_freq = _tensor(q, "q"), _tensor(k, "k"), _learned_table(inv_freq)
     if not q.is_contiguous() and q.stride(-1) != 1:
         q = q.contiguous()
     if not k.is_contiguous() and k.stride(-1) != 1:
@@ -210,8 +242,8 @@ def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
         t = table
         if inv_freq is None:
             inv_freq = _torch.tensor(t.inv_freq, dtype=_torch.float64)
-        return _rotate_qk_op(q, k, inv_freq, _positions_tensor(q, positions, offsets), t.head_dim, t.layout,
-                             t.attention_factor)
+        return _rotate_qk_op(q, k, inv_freq, _positions_tensor(q, positions, offsets), t.head_dim, t.channels,
+                             t.layout, t.attention_factor)
     if isinstance(encoding, RotaryTable):
         encoding = encoding.encoding()
     return _RotateQK.apply(q, k, inv_freq, encoding, positions, offsets)
@@ -331,15 +363,12 @@ def basis_rotate_qk(q, k, basis, inv_freq, positions=None, offsets=None):
     vectors; inv_freq: dim / 2 values. The two products with B are PyTorch matmuls in float32, so
     autograd gives dL/dB (the Euclidean gradient: keeping B orthogonal, e.g. by a
     parametrization, is the model's choice), and the rotation gives dL/dq, dL/dk and dL/d inv_freq."""
-    d = q.shape[-1]
-    if basis.shape != (d, d):
+    d = _tensor(q, "q").shape[-1]
+    if _tensor(basis, "basis").shape != (d, d):
         raise _grape.GrapeError("grape: basis: must be [head_dim, head_dim] = [%d, %d] (got %s)"
                                 % (d, d, tuple(basis.shape)))
-    if inv_freq.dim() != 1 or 2 * inv_freq.shape[0] != d:
-        raise _grape.GrapeError("grape: inv_freq: must hold head_dim / 2 = %d values (got shape %s)"
-                                % (d // 2, tuple(inv_freq.shape)))
     b32 = basis.to(_torch.float32)
-    table = RotaryTable(d, "interleaved", 1.0, tuple(inv_freq.detach().double().cpu().tolist()))
+    table = RotaryTable(d, "interleaved", 1.0, tuple(_values(_learned_table(inv_freq))))
     q_rot, k_rot = rotate_qk(q.float() @ b32, k.float() @ b32, table, positions=positions, offsets=offsets,
                              inv_freq=inv_freq)
     return (q_rot @ b32.T).to(q.dtype), (k_rot @ b32.T).to(k.dtype)
@@ -529,7 +558,7 @@ def _encoding_tensors(name, value):
 
 def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=None, log_forget=None, grape_a=None,
               grape_ap=None, grape_m=None, causal=True, window=0, scale=None, positions=None, offsets=None,
-              cu_seqlens=None):
+              cu_seqlens=None, layout="bthd"):
     """Differentiable grape.attention (the encoding inside the flash loop, the backward from the
     saved log-sum-exp: no T x T tensor in either direction). Gradients for q, k, v and for one
     learnable encoding parameter:
@@ -552,9 +581,25 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
                           gradients for both (phases = cumsum(omega) from the caller's autograd).
     Otherwise `encoding` (as grape.attention takes it, a grape.encoding(...) object included) is
     fixed: gradients for q, k and v.
+    layout: "bthd" (grape's [batch, seq, heads, dim], or [tokens, heads, dim]) or "bhtd"
+    (scaled_dot_product_attention's [batch, heads, seq, dim]) for q, k, v and the output (with
+    "bhtd" a view of a [batch, seq, heads, dim] tensor); extents that only the other layout explains
+    are refused.
     On torch >= 2.4 this is the custom op grape::attention (and its backward); code compiled with
     torch.compile(fullgraph=True) passes plain(encoding), plain values it can trace.
     """
+    heads = _attention.encoding_heads(encoding, slopes=slopes, t5_table=t5_table, log_forget=log_forget,
+                                      grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m)
+    q, k, v = _attention.operands(layout, _tensor(q, "q"), _tensor(k, "k"), _tensor(v, "v"), heads)
+    out = _attention_bthd(q, k, v, encoding, slopes=slopes, inv_freq=_learned_table(inv_freq), t5_table=t5_table,
+                          log_forget=log_forget, grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m, causal=causal,
+                          window=window, scale=scale, positions=positions, offsets=offsets, cu_seqlens=cu_seqlens)
+    return _attention.relayout(out, layout)
+
+
+def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget, grape_a, grape_ap, grape_m, causal,
+                    window, scale, positions, offsets, cu_seqlens):
+    """attention() with q, k, v as [batch, seq, heads, dim] (or [tokens, heads, dim])."""
     given = [(n, p) for n, p in (("slopes", slopes), ("inv_freq", inv_freq), ("t5_table", t5_table),
                                  ("log_forget", log_forget)) if p is not None]
     if len(given) > 1:
@@ -605,8 +650,8 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
         raise _grape.GrapeError("grape: attention: t5_table [num_buckets, heads] fills a T5Encoding's buckets; "
                                 "pass the encoding (grape.t5 or a config's)")
     if rotary is not None:
-        spec = _kinds.Spec(head_dim=rotary.head_dim, layout=rotary.layout, attention_factor=rotary.attention_factor,
-                           sections=rotary.sections)
+        spec = _kinds.Spec(head_dim=rotary.head_dim, rotary_dim=rotary.channels, layout=rotary.layout,
+                           attention_factor=rotary.attention_factor, sections=rotary.sections)
         table = inv_freq if learned == "inv_freq" else _torch.tensor(rotary.inv_freq, dtype=_torch.float64)
         if learned == "slopes":
             return call("rotary+alibi", [table, slopes], spec)

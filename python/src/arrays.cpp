@@ -41,6 +41,7 @@ std::int64_t element_count(const array& a) { return static_cast<std::int64_t>(a.
 }  // namespace
 
 bool c_contiguous(const array& a) {
+  if (a.size() == 0) return true;  // nothing to address, whatever strides DLPack gives it
   std::int64_t expected = 1;
   for (std::size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expected) return false;
@@ -73,11 +74,13 @@ qk_shape qk_shape_of(const array& a, const char* name) {
     throw input_error(fmt::format("{}: shape must be [tokens, heads, dim] or [batch, seq, heads, dim] (got {})",
                                   name, shape_of(a)));
   const std::size_t n = a.ndim();
-  for (std::size_t i = 0; i < n; ++i)
+  // An empty array addresses nothing: NumPy and DLPack may give it any strides (0 included).
+  const bool empty = a.size() == 0;
+  for (std::size_t i = 0; i < n && !empty; ++i)
     if (a.stride(i) < 0)
       throw input_error(fmt::format("{}: negative strides are not supported (strides {})", name,
                                     std::vector<std::int64_t>(a.stride_ptr(), a.stride_ptr() + n)));
-  if (a.shape(n - 1) > 1 && a.stride(n - 1) != 1)
+  if (!empty && a.shape(n - 1) > 1 && a.stride(n - 1) != 1)
     throw input_error(fmt::format("{}: channels must be contiguous (last stride {}, expected 1)", name,
                                   a.stride(n - 1)));
   qk_shape s;
@@ -101,8 +104,8 @@ void require_same_layout(const array& in, const array& out, const char* in_name,
   bool same = in.dtype() == out.dtype() && in.ndim() == out.ndim() &&
               std::equal(in.shape_ptr(), in.shape_ptr() + in.ndim(), out.shape_ptr());
   // A dimension of extent 1 is never stepped along, so its stride is free (torch gives such
-  // dimensions of an autograd gradient other strides than the input's).
-  for (std::size_t i = 0; same && i < in.ndim(); ++i)
+  // dimensions of an autograd gradient other strides than the input's); so are an empty array's.
+  for (std::size_t i = 0; same && in.size() > 0 && i < in.ndim(); ++i)
     same = in.shape(i) == 1 || in.stride(i) == out.stride(i);
   if (!same)
     throw input_error(fmt::format("{}: must have the dtype, shape and strides of {} (shape {}, strides {} vs {}, {})",

@@ -13,6 +13,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <type_traits>
@@ -99,7 +100,25 @@ alibi::instance alibi_instance(const alibi_encoding& e, int head_dim) {
 struct encoding_arrays {
   std::optional<array> log_forget;
   std::optional<nb::tuple> grape_a, grape_ap, grape_m;
+
+  bool any() const { return log_forget || grape_a || grape_ap || grape_m; }
 };
+
+/// These arrays hold one entry per position (gates, projections, phases), indexed by position: a
+/// call whose tokens reach position end - 1 needs length >= end. Checked here, where the argument
+/// has its name, instead of by the kernel at the first logit outside.
+void require_length(const char* name, const char* shape, std::int64_t length, std::int64_t end) {
+  if (length < end)
+    throw input_error(fmt::format("{}: must be {} with length >= {}, a value for every position 0..{} the call "
+                                  "reaches (got length {})",
+                                  name, shape, end, end - 1, length));
+}
+
+/// One past the largest position the call's tokens reach (ids, offsets or index; 0 without tokens).
+std::int64_t positions_end(const cpu::rotate_qk_args& qk) {
+  const auto pos = cpu::detail::positions_of(qk, cpu::detail::sequences_of(qk));
+  return pos.empty() ? 0 : *std::max_element(pos.begin(), pos.end()) + 1;
+}
 
 /// The arrays of a two-item tuple argument `name` (first, second).
 std::pair<nb::handle, nb::handle> pair_of(const nb::tuple& t, const char* name, const char* items) {
@@ -110,8 +129,10 @@ std::pair<nb::handle, nb::handle> pair_of(const nb::tuple& t, const char* name, 
 /// Calls body(instance) with the kernel instance of the encoding: None, a RotaryEncoding, an
 /// AlibiEncoding, a T5Encoding with its table, a (RotaryEncoding, AlibiEncoding) pair, FoX's log
 /// forget gates, GRAPE-A's gated bias, GRAPE-AP's path integral or contextual GRAPE-M.
+/// positions_end: one past the largest position of the call (for the per-position arrays).
 template <class Body>
-void with_instance(const nb::handle& encoding, const encoding_arrays& arrays, int head_dim, Body&& body) {
+void with_instance(const nb::handle& encoding, const encoding_arrays& arrays, int head_dim,
+                   std::int64_t positions_end, Body&& body) {
   std::vector<const char*> given;
   for (const auto& [name, is_given] : {std::pair{"log_forget", arrays.log_forget.has_value()},
                                        std::pair{"grape_a", arrays.grape_a.has_value()},
@@ -123,21 +144,27 @@ void with_instance(const nb::handle& encoding, const encoding_arrays& arrays, in
     throw input_error(fmt::format("encoding, {}: give one ({} is the encoding)", given[0], given[0]));
   if (const auto& t = arrays.grape_ap) {
     const auto [projections, eps] = pair_of(*t, "grape_ap", "projections, norm_eps");
-    return body(bias_instance<path_integral_bias>{path_integral_of(nb::cast<array>(projections), nb::cast<double>(eps)),
-                                                  head_dim});
+    path_integral_bias b = path_integral_of(nb::cast<array>(projections), nb::cast<double>(eps));
+    require_length("projections", "[heads, length, P]", b.length, positions_end);
+    return body(bias_instance<path_integral_bias>{std::move(b), head_dim});
   }
   if (const auto& t = arrays.grape_m) {
     const auto [freqs, phases] = pair_of(*t, "grape_m", "freqs, phases");
-    return body(phase_rotation_of(nb::cast<array>(freqs), nb::cast<array>(phases), head_dim));
+    const phase_rotation r = phase_rotation_of(nb::cast<array>(freqs), nb::cast<array>(phases), head_dim);
+    require_length("phases", "[rows, length]", r.length, positions_end);
+    return body(r);
   }
   if (arrays.log_forget) {
-    return body(fox::instance{fox_from_log_forget(*arrays.log_forget), head_dim});
+    forget_gate_bias b = fox_from_log_forget(*arrays.log_forget);
+    require_length("log_forget", "[heads, length]", b.length, positions_end);
+    return body(fox::instance{std::move(b), head_dim});
   }
   if (const auto& t = arrays.grape_a) {
     if (nb::len(*t) != 3) throw input_error("grape_a: must be (omega, key_gate, query_gate or None)");
     const auto query = (*t)[2].is_none() ? std::nullopt : std::optional<array>(nb::cast<array>((*t)[2]));
-    return body(bias_instance<gated_linear_bias>{
-        gated_bias_of(nb::cast<array>((*t)[0]), nb::cast<array>((*t)[1]), query), head_dim});
+    gated_linear_bias b = gated_bias_of(nb::cast<array>((*t)[0]), nb::cast<array>((*t)[1]), query);
+    require_length(query ? "key_gate, query_gate" : "key_gate", "[heads, length]", b.length, positions_end);
+    return body(bias_instance<gated_linear_bias>{std::move(b), head_dim});
   }
   if (encoding.is_none()) return body(cpu::no_encoding{head_dim});
   if (nb::isinstance<rotary_encoding>(encoding))
@@ -274,11 +301,13 @@ void bind_attention(nb::module_& m) {
                                              window, scale, threads, position_axes(encoding));
           const encoding_arrays arrays{log_forget, grape_a, grape_ap, grape_m};
           if (const builtin_encoding* b = builtin_of(encoding, arrays)) {
+            if (no_tokens(a.qk)) return;
             nb::gil_scoped_release release;
             return b->attention(a);
           }
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
-          with_instance(encoding, arrays, head_dim, [&](const auto& inst) {
+          with_instance(encoding, arrays, head_dim, arrays.any() ? positions_end(a.qk) : 0, [&](const auto& inst) {
+            if (no_tokens(a.qk)) return;  // checked, and nothing to compute
             nb::gil_scoped_release release;
             run_attention(inst, a);
           });
@@ -308,7 +337,10 @@ void bind_attention(nb::module_& m) {
             nb::gil_scoped_release release;
             return b->attention_decode(a);
           }
-          with_instance(encoding, arrays, static_cast<int>(q.shape(2)),
+          std::int64_t end = 0;  // keys at 0..seq_lens[b] - 1, the query at q_positions[b]
+          for (std::int64_t b = 0; arrays.any() && b < a.batch; ++b)
+            end = std::max({end, a.seq_lens[b], a.q_positions ? a.q_positions[b] + 1 : 0});
+          with_instance(encoding, arrays, static_cast<int>(q.shape(2)), end,
                         [&](const auto& inst) {
             nb::gil_scoped_release release;
             run_attention_decode(inst, a);
@@ -340,12 +372,13 @@ void bind_attention(nb::module_& m) {
               throw input_error(fmt::format("bias_grad, inv_freq_grad: for {} the backward gives dq, dk and dv; its "
                                             "parameters' gradients come from grape.torch.rotate_qk and the bias tiles",
                                             b->name));
+            if (no_tokens(a.qk)) return params;
             nb::gil_scoped_release release;
             b->attention_backward(a, g);
             return params;
           }
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
-          with_instance(encoding, arrays, head_dim, [&](const auto& inst) {
+          with_instance(encoding, arrays, head_dim, arrays.any() ? positions_end(a.qk) : 0, [&](const auto& inst) {
             using I = std::remove_cvref_t<decltype(inst)>;
             std::vector<double> bias, freq;  // bias: the bias's parameters, or contextual GRAPE-M's phases
             if constexpr (requires { cpu::detail::bias_part(inst)->parameter_count(); })
@@ -361,7 +394,7 @@ void bind_attention(nb::module_& m) {
             g.grad_bias = bias_grad && !cpu::rotates_by_phase<I> ? bias.data() : nullptr;
             g.grad_phases = bias_grad && cpu::rotates_by_phase<I> ? bias.data() : nullptr;
             g.grad_inv_freq = inv_freq_grad ? freq.data() : nullptr;
-            {
+            if (!no_tokens(a.qk)) {  // without tokens every gradient is 0
               nb::gil_scoped_release release;
               run_attention_backward(inst, a, g);
             }

@@ -66,11 +66,13 @@ rotary_encoding make_rope(int head_dim, double base, std::optional<int> rotary_d
   return e;
 }
 
-rotary_encoding make_rotary(std::vector<double> inv_freq, std::optional<int> head_dim, const std::string& layout,
-                            double attention_factor) {
+/// A table for head_dim channels rotates all of them unless rotary_dim asks for fewer (partial
+/// rotary): a table of another length is refused, not read as a partial rotary.
+rotary_encoding make_rotary(std::vector<double> inv_freq, std::optional<int> head_dim, std::optional<int> rotary_dim,
+                            const std::string& layout, double attention_factor) {
   rotary_encoding e;
-  e.spec.rotary_dim = static_cast<int>(2 * inv_freq.size());
-  e.spec.head_dim = head_dim.value_or(e.spec.rotary_dim);
+  e.spec.head_dim = head_dim.value_or(static_cast<int>(2 * inv_freq.size()));
+  e.spec.rotary_dim = rotary_dim.value_or(e.spec.head_dim);
   e.spec.layout = layout_from(layout);
   e.spec.attention_factor = attention_factor;
   e.spec.inv_freq = std::move(inv_freq);
@@ -237,8 +239,10 @@ void bind_encodings(nb::module_& m) {
           return with_t5_table(e, std::move(table), heads);
         },
         "table"_a, "heads"_a, "max_distance"_a, "bidirectional"_a);
-  m.def("rotary", &make_rotary, "inv_freq"_a, "head_dim"_a = nb::none(), "layout"_a = "half_split",
-        "attention_factor"_a = 1.0, "A rotary encoding from an explicit frequency table.");
+  m.def("rotary", &make_rotary, "inv_freq"_a, "head_dim"_a = nb::none(), "rotary_dim"_a = nb::none(),
+        "layout"_a = "half_split", "attention_factor"_a = 1.0,
+        "A rotary encoding from an explicit frequency table of rotary_dim / 2 values; head_dim defaults to twice "
+        "the table's length, rotary_dim (a partial rotary: fewer channels turned) to head_dim.");
   m.def("_config_from_file",
         [](const std::string& path, std::optional<std::int64_t> seq_len, const std::string& precision) {
           return from_model(model::load_model_config(path), seq_len, precision);

@@ -36,6 +36,7 @@ void bind_rotary(nb::module_& m) {
                                    max_position, threads);
           args.cache = cache;
           const fused_parts parts(e.spec, args, fused);
+          if (no_tokens(args)) return;
           nb::gil_scoped_release release;
           if (backward)
             cpu::rotate_qk_backward(e.spec, args);
@@ -55,7 +56,7 @@ void bind_rotary(nb::module_& m) {
           const auto args = make_qk_args(e.spec.head_dim, e.spec.num_axes, {q, grad_q, k, grad_k}, positions, offsets,
                                          cu_seqlens, std::nullopt, threads);
           std::vector<double> grad(static_cast<std::size_t>(e.spec.rotary_dim / 2));
-          {
+          if (!no_tokens(args)) {
             nb::gil_scoped_release release;
             cpu::rotate_qk_inv_freq_grad(e.spec, args, grad_q ? grad_q->data() : nullptr,
                                          grad_k ? grad_k->data() : nullptr, grad.data());

@@ -245,9 +245,9 @@ def test_bad_input_is_one_clear_error():
         grape.attention(q, k, v, grape_a=(np.ones(4, np.float32), np.array([[0, np.nan] * 4] * 4, np.float32)))
     with pytest.raises(grape.GrapeError, match="head_dim 32"):
         grape.attention(q, k, v, grape.rope(head_dim=32))
-    with pytest.raises(grape.GrapeError, match="q.heads must equal the encoding's heads"):
+    with pytest.raises(grape.GrapeError, match="slopes: must match q's 4 heads"):
         grape.attention(q, k, v, grape.alibi(heads=3))
-    with pytest.raises(grape.GrapeError, match="outside the gate sequence"):
+    with pytest.raises(grape.GrapeError, match="log_forget: must be \\[heads, length\\] with length >= 8"):
         grape.attention(q, k, v, log_forget=np.zeros((4, 4)))
     with pytest.raises(grape.GrapeError, match="log_forget\\[0, 1\\]: must be finite"):
         grape.attention(q, k, v, log_forget=np.array([[0.0, np.nan]] * 4))
@@ -286,6 +286,39 @@ def test_plain_values_give_the_objects_attention():
         grape.torch.plain("rope")
     with pytest.raises(grape.GrapeError, match="these T5 buckets have no table"):
         torch_attention(q, k, v, grape.torch.plain(grape.from_config(CONFIGS + "/t5-small/config.json")))
+
+
+def test_a_frequency_table_holds_rotary_dim_over_two_values_on_every_path():
+    """A learned table of another length than the encoding's rotary_dim / 2 is one error, the same from
+    rotate_qk (custom op or autograd.Function), attention (alone or with ALiBi) and the plain values;
+    a partial rotary is what the encoding's rotary_dim asks for, checked against float64 RoPE."""
+    q, k, v = operands(2, 6, 4, 2, 16)
+    enc, short = grape.rope(head_dim=16), torch.ones(3, dtype=torch.float64)
+    message = r"^grape: inv_freq: must hold rotary_dim / 2 = 8 values \(got 3\)$"
+    for e in (enc, grape.torch.RotaryTable.of(enc)):
+        with pytest.raises(grape.GrapeError, match=message):
+            grape.torch.rotate_qk(q, k, e, inv_freq=short)
+        with pytest.raises(grape.GrapeError, match=message):
+            torch_attention(q, k, v, e, inv_freq=short)
+    with pytest.raises(grape.GrapeError, match=message):
+        torch_attention(q, k, v, (enc, grape.alibi(heads=4)), inv_freq=short)
+    with pytest.raises(grape.GrapeError, match=message):
+        grape.rotary(short.tolist(), head_dim=16)
+    with pytest.raises(grape.GrapeError, match=r"^grape: inv_freq: must be a 1-D tensor of rotary_dim / 2 "
+                                               r"frequencies \(got shape \[1, 8\]\)$"):
+        grape.torch.rotate_qk(q, k, enc, inv_freq=torch.ones(1, 8))
+
+    partial = grape.rope(head_dim=16, rotary_dim=6)     # channels 6..15 pass through
+    theta = torch.tensor([1.0, 0.1, 0.01], dtype=torch.float64)
+    assert grape.rotary(theta.tolist(), head_dim=16, rotary_dim=6).rotary_dim == 6
+    pos = torch.arange(6)[None].expand(2, 6)
+    for e in (partial, grape.torch.RotaryTable.of(partial)):
+        q_rot, k_rot = grape.torch.rotate_qk(q, k, e, inv_freq=theta)
+        torch.testing.assert_close(q_rot.double(), rope64(q.double(), theta, pos), atol=1e-5, rtol=0)
+        torch.testing.assert_close(k_rot.double(), rope64(k.double(), theta, pos), atol=1e-5, rtol=0)
+        out = torch_attention(q, k, v, e, inv_freq=theta)
+        want, _ = attention64(q, k, v, pos, causal=True, inv_freq=theta)
+        torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=0)
 
 
 @pytest.mark.parametrize("layout,with_alibi", [("NHD", False), ("HND", False), ("NHD", True)])
@@ -338,3 +371,140 @@ def test_decode_bad_input_is_one_clear_error():
         grape.attention_decode(q, cache, cache, table, [5], layout="NDH")
     with pytest.raises(grape.GrapeError, match="head_dim 16 differs from q's 8"):
         grape.attention_decode(q[..., :8].contiguous(), cache, cache, table, [5])
+
+
+def sdpa_operands(batch, seq, heads, kv_heads, d):
+    """q, k, v in scaled_dot_product_attention's layout [batch, heads, seq, dim], dense."""
+    return tuple(x.transpose(1, 2).contiguous() for x in operands(batch, seq, heads, kv_heads, d))
+
+
+@pytest.mark.parametrize("encoding", ["none", "alibi", "rope"])
+def test_sdpa_layout_reads_batch_heads_seq_dim(encoding):
+    """layout="bhtd" takes q, k, v as scaled_dot_product_attention does, [batch, heads, seq, dim], and
+    gives the output so: equal to float64 attention of the same tensors (and to torch's SDPA where
+    torch has it), its gradients to float64 autograd, grape.attention and attention_backward on NumPy
+    arrays to grape.torch.attention."""
+    heads, kv_heads, d, seq = 4, 2, 16, 40
+    q, k, v = (x.requires_grad_() for x in sdpa_operands(2, seq, heads, kv_heads, d))
+    enc, ref = None, {}
+    if encoding == "alibi":
+        enc = grape.alibi(heads=heads)
+        ref["slopes"] = torch.tensor(enc.slopes)
+    elif encoding == "rope":
+        enc = grape.rope(head_dim=d, base=100.0)
+        ref["inv_freq"] = torch.tensor(enc.inv_freq)
+    out = torch_attention(q, k, v, enc, layout="bhtd")
+    assert out.shape == (2, heads, seq, d)
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
+    want, _ = attention64(q64.transpose(1, 2), k64.transpose(1, 2), v64.transpose(1, 2),
+                          torch.arange(seq)[None].expand(2, seq), causal=True, **ref)
+    want = want.transpose(1, 2)
+    torch.testing.assert_close(out.double(), want.detach(), atol=2e-5, rtol=0)
+    if encoding == "none" and hasattr(torch.nn.functional, "scaled_dot_product_attention"):  # torch >= 2.0
+        sdpa = torch.nn.functional.scaled_dot_product_attention(
+            q64, k64.repeat_interleave(2, 1), v64.repeat_interleave(2, 1), is_causal=True)
+        torch.testing.assert_close(out.double(), sdpa.detach(), atol=2e-5, rtol=0)
+    weight = torch.randn(want.shape, dtype=torch.float64)
+    got = torch.autograd.grad((out.double() * weight).sum(), (q, k, v))
+    expect = torch.autograd.grad((want * weight).sum(), (q64, k64, v64))
+    for name, g, w in zip("qkv", got, expect):
+        assert g.shape == w.shape, name
+        assert (g.double() - w).abs().max().item() <= 1e-4 * w.abs().max().item() + 1e-6, name
+
+    arrays = [x.detach().numpy() for x in (q, k, v)]
+    out_np, lse = grape.attention(*arrays, enc, layout="bhtd", return_lse=True)
+    np.testing.assert_array_equal(out_np, out.detach().numpy())
+    grads = grape.attention_backward(weight.float().numpy(), *arrays, out_np, lse, enc, layout="bhtd")
+    for name, g, w in zip("qkv", grads[:3], got):
+        np.testing.assert_allclose(g, w.numpy(), atol=1e-6, rtol=0, err_msg=name)
+
+
+def test_a_layout_the_shapes_contradict_is_refused_naming_both():
+    """A tensor in the other layout passes grape's checks with its heads and tokens swapped unless
+    something tells them apart: K/V's head count (GQA) or the encoding's (ALiBi's slopes, a T5 table,
+    per-head gates). Then the call is refused, naming both layouts."""
+    both = (r"^grape: q, k, v: read as \[batch, seq, heads, dim\] \(layout='bthd'\), .*; read as "
+            r"\[batch, heads, seq, dim\] they agree: pass layout='bhtd'$")
+    q, k, v = sdpa_operands(1, 40, 8, 2, 16)             # GQA: K/V's heads read as a shorter sequence
+    for call in (torch_attention, grape.attention):
+        with pytest.raises(grape.GrapeError, match=both):
+            call(q, k, v)
+    q, k, v = sdpa_operands(1, 40, 8, 8, 16)             # MHA: only the slopes' 8 heads tell
+    with pytest.raises(grape.GrapeError, match=both):
+        torch_attention(q, k, v, grape.alibi(heads=8))
+    with pytest.raises(grape.GrapeError, match=both):
+        torch_attention(q, k, v, slopes=torch.ones(8))
+    with pytest.raises(grape.GrapeError, match=both):
+        grape.attention(q, k, v, log_forget=np.zeros((8, 40)))
+    q, k, v = operands(1, 40, 8, 2, 16)                  # grape's layout given as SDPA's
+    with pytest.raises(grape.GrapeError, match=r"they agree: pass layout='bthd'$"):
+        torch_attention(q, k, v, layout="bhtd")
+    with pytest.raises(grape.GrapeError, match=r"^grape: layout: must be 'bthd' \[batch, seq, heads, dim\] or "
+                                               r"'bhtd' \[batch, heads, seq, dim\] \(got 'BTHD'\)$"):
+        torch_attention(q, k, v, layout="BTHD")
+    with pytest.raises(grape.GrapeError, match=r"^grape: q: layout='bhtd' takes \[batch, heads, seq, dim\] "
+                                               r"\(got shape \[40, 8, 16\]\)$"):
+        grape.attention(q[0], k[0], v[0], layout="bhtd")
+
+
+def raises_one_grape_line(match, call, *args, **kwargs):
+    """call(...) raises grape.GrapeError with one line that starts with 'grape: ' and matches."""
+    with pytest.raises(grape.GrapeError, match=match) as error:
+        call(*args, **kwargs)
+    text = str(error.value)
+    assert text.startswith("grape: ") and "\n" not in text, text
+
+
+def test_every_bad_argument_is_one_grape_line_naming_it():
+    q, k, v = operands(1, 8, 4, 2, 16)
+    gates = (torch.ones(4), torch.ones(4, 3))  # 3 gates for 8 positions
+    for call in (grape.attention, torch_attention):
+        raises_one_grape_line(r"^grape: key_gate: must be \[heads, length\] with length >= 8, a value for every "
+                              r"position 0..7 the call reaches \(got length 3\)$", call, q, k, v, grape_a=gates)
+        raises_one_grape_line(r"^grape: slopes: must match q's 4 heads \(got 3 heads\)$", call, q, k, v,
+                              grape.alibi(heads=3))
+        raises_one_grape_line(r"^grape: q: must be a NumPy array or a torch tensor \(got list\)$"
+                              if call is grape.attention else r"^grape: q: must be a torch tensor \(got list\)$",
+                              call, q.tolist(), k, v)
+        raises_one_grape_line(r"^grape: k: must be on the CPU, where grape's kernels run \(got a meta tensor\)$",
+                              call, q, k.to("meta"), v)
+    raises_one_grape_line(r"^grape: slopes: must match q's 4 heads \(got 3 heads\)$", torch_attention, q, k, v,
+                          slopes=torch.ones(3))
+    raises_one_grape_line(r"^grape: log_forget: must be \[heads, length\] with length >= 8", grape.attention, q, k, v,
+                          log_forget=np.zeros((4, 4)))
+    raises_one_grape_line(r"^grape: projections: must be \[heads, length, P\] with length >= 8", torch_attention, q,
+                          k, v, grape_ap=torch.randn(4, 5, 4))
+    raises_one_grape_line(r"^grape: phases: must be \[rows, length\] with length >= 8", torch_attention, q, k, v,
+                          grape_m=(torch.full((8,), 0.1), torch.zeros(1, 5, dtype=torch.float64)))
+    enc = grape.rope(head_dim=16)
+    raises_one_grape_line(r"^grape: q: must be a NumPy array or a torch tensor \(got list\)$", grape.rotate_qk,
+                          q.tolist(), None, enc)
+    raises_one_grape_line(r"^grape: q: must be a torch tensor \(got list\)$", grape.torch.rotate_qk, q.tolist(), k,
+                          enc)
+    raises_one_grape_line(r"^grape: q: must be on the CPU, where grape's kernels run \(got a meta tensor\)$",
+                          grape.torch.rotate_qk, q.to("meta"), k, enc)
+    raises_one_grape_line(r"^grape: q: must be on the CPU", grape.rotate_qk, q.to("meta"), None, enc)
+    cache, table = torch.zeros(4, 8, 2, 16), torch.tensor([[0, 1]], dtype=torch.int32)
+    raises_one_grape_line(r"^grape: slopes: must match q's 4 heads \(got 3 heads\)$", grape.attention_decode,
+                          torch.randn(1, 4, 16), cache, cache, table, [5], grape.alibi(heads=3))
+
+
+@pytest.mark.parametrize("layout", ["bthd", "bhtd"])
+def test_an_empty_sequence_gives_an_empty_result(layout):
+    """T = 0, as torch's attention takes it: an empty output (and log-sum-exp), gradients of q's, k's
+    and v's shapes; rotate_qk the same."""
+    q, k, v = operands(2, 0, 4, 2, 16)
+    for rotate, args in ((grape.torch.rotate_qk, (q, k)), (grape.rotate_qk, (q.numpy(), k.numpy()))):
+        q_rot, k_rot = rotate(*args, grape.rope(head_dim=16))
+        assert q_rot.shape == q.shape and k_rot.shape == k.shape
+    if layout == "bhtd":
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    for enc in (None, grape.rope(head_dim=16), grape.alibi(heads=4)):
+        leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+        out = torch_attention(*leaves, enc, layout=layout)
+        assert out.shape == q.shape
+        out.sum().backward()
+        assert [x.grad.shape for x in leaves] == [x.shape for x in leaves]
+        out, lse = grape.attention(q.numpy(), k.numpy(), v.numpy(), enc, layout=layout, return_lse=True)
+        assert out.shape == q.shape and lse.shape == (4, 0)
+

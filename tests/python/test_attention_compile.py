@@ -99,6 +99,6 @@ def test_the_attention_ops_pass_opcheck():
     q, k, v = (torch.randn(SEQ, HEADS, D, generator=g) for _ in range(3))
     inv_freq = torch.tensor(grape.rope(head_dim=D, base=100.0).inv_freq, requires_grad=True)
     slopes = torch.tensor(grape.alibi(heads=HEADS).slopes, dtype=torch.float32, requires_grad=True)
-    args = (q.requires_grad_(), k, v, "rotary+alibi", [inv_freq, slopes], D, "half_split", 1.0, "", 128, True, 1e-6,
+    args = (q.requires_grad_(), k, v, "rotary+alibi", [inv_freq, slopes], D, D, "half_split", 1.0, "", 128, True, 1e-6,
             "", None, None, None, True, 0, None)
     torch.library.opcheck(torch.ops.grape.attention.default, args)

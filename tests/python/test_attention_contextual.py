@@ -146,7 +146,7 @@ def test_bad_input_is_one_clear_error():
         grape.attention(q, k, v, grape_ap=np.ones((4, 8, 4)), grape_m=(np.ones(8), np.zeros((1, 8))))
     with pytest.raises(grape.GrapeError, match="projections: shape must be \\[heads, seq_len, p_dim\\]"):
         grape.attention(q, k, v, grape_ap=np.ones((8, 4)))
-    with pytest.raises(grape.GrapeError, match="q.heads must equal the encoding's heads \\(3\\)"):
+    with pytest.raises(grape.GrapeError, match="^grape: projections: must match q's 4 heads \\(got 3 heads\\)$"):
         grape.attention(q, k, v, grape_ap=np.ones((3, 8, 4)))
     with pytest.raises(grape.GrapeError, match="projections\\[1\\]: must be finite"):
         grape.attention(q, k, v, grape_ap=np.array([[[1.0, np.nan, 1.0, 1.0]] * 8] * 4))
@@ -154,7 +154,7 @@ def test_bad_input_is_one_clear_error():
         grape.attention(q, k, v, grape_m=(np.ones(5), np.zeros((1, 8))))
     with pytest.raises(grape.GrapeError, match="phases\\[2\\]: must be finite"):
         grape.attention(q, k, v, grape_m=(np.ones(8), np.array([[0.0, 1.0, np.inf] + [0.0] * 5])))
-    with pytest.raises(grape.GrapeError, match="outside the phase sequence"):
+    with pytest.raises(grape.GrapeError, match="^grape: phases: must be \\[rows, length\\] with length >= 8"):
         grape.attention(q, k, v, grape_m=(np.ones(8), np.zeros((1, 5))))
     with pytest.raises(grape.GrapeError, match="k.heads: this phase rotation has a row per head"):
         grape.attention(q, k[:, :, :2], v[:, :, :2], grape_m=(np.ones((4, 8)), np.zeros((1, 8))))

@@ -96,8 +96,11 @@ def test_bad_configs_are_one_line_errors():
 def test_rope_and_rotary_builders():
     enc = grape.rope(head_dim=64, rotary_dim=32, base=10000.0, layout="interleaved")
     np.testing.assert_allclose(enc.inv_freq, default_inv_freq(32), rtol=1e-15)
-    table = grape.rotary([1.0, 0.5, 0.25], head_dim=8)
+    table = grape.rotary([1.0, 0.5, 0.25], head_dim=8, rotary_dim=6)  # partial rotary: asked for, never implied
     assert (table.rotary_dim, table.head_dim) == (6, 8)
+    assert (grape.rotary([1.0, 0.5]).rotary_dim, grape.rotary([1.0, 0.5]).head_dim) == (4, 4)
+    with pytest.raises(grape.GrapeError, match=r"^grape: inv_freq: must hold rotary_dim / 2 = 4 values \(got 3\)$"):
+        grape.rotary([1.0, 0.5, 0.25], head_dim=8)
     assert list(table.with_inv_freq([2.0, 1.0, 0.5]).inv_freq) == [2.0, 1.0, 0.5]
     with pytest.raises(grape.GrapeError, match="inv_freq: must hold rotary_dim / 2 = 3 values"):
         table.with_inv_freq([1.0])

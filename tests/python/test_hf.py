@@ -1,10 +1,13 @@
 """grape.hf.patch on real transformers models built from configs (random weights, nothing downloaded).
 
-Short positions: the patched model's logits equal the unpatched ones to float32 tolerance.
+Short positions: the patched model's logits equal the unpatched ones to float32 tolerance, for
+batches as transformers runs them (one row of positions for every batch element, a row each, left
+padding), and so do the gradients of a batched loss.
 Positions near 10^6: the patched float32 model agrees with a float64 computation of the same model
 (same float32 θ table, phase and rotation in float64) where transformers' float32 one does not.
 """
 import copy
+import importlib
 import inspect
 import json
 import pathlib
@@ -222,6 +225,81 @@ def test_patch_runs_grapes_kernel_once_per_layer(name, monkeypatch):
     assert len(calls) == model.config.num_hidden_layers
 
 
+def left_padded(ids, pads):
+    """An attention mask with pads[b] padding tokens in front of row b, and the position ids
+    transformers' generate() gives it (cumulative sum of the mask minus one, 1 on the padding)."""
+    mask = torch.ones_like(ids)
+    for b, n in enumerate(pads):
+        mask[b, :n] = 0
+    return mask, (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+
+
+def batch_logits(model, how):
+    """Logits of IDS (two rows) as transformers is called with a batch: no position_ids (one row
+    [1, seq] for every batch element, from cache_position), position_ids [batch, seq] with a row per
+    element, or left padding (an attention mask and generate()'s position ids; the padded positions'
+    logits are left out)."""
+    with torch.no_grad():
+        if how == "no position_ids":
+            return model(input_ids=IDS).logits.double()
+        if how == "position_ids per row":
+            return model(input_ids=IDS, position_ids=torch.stack([torch.arange(12), torch.arange(500, 512)])).logits.double()
+        mask, position_ids = left_padded(IDS, [0, 5])
+        out = model(input_ids=IDS, attention_mask=mask, position_ids=position_ids).logits.double()
+        return out[mask.bool()]
+
+
+@pytest.mark.parametrize("how", ["no position_ids", "position_ids per row", "left padding"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_patched_batch_of_two_matches_transformers(name, how):
+    model = build(name)
+    plain = batch_logits(model, how)
+    grape.hf.patch(model)
+    patched = batch_logits(model, how)
+    grape.hf.unpatch(model)
+    err = (patched - plain).abs().max().item()
+    assert err < 2e-4 * (1 + plain.abs().max().item()), err
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_patched_batch_trains_like_transformers(name):
+    """The gradient of a batched loss (two rows, no position_ids) reaches every parameter as in the
+    unpatched model."""
+    def grads(model):
+        model.zero_grad()
+        model(input_ids=IDS).logits.square().mean().backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    model = build(name)
+    plain = grads(model)
+    grape.hf.patch(model)
+    patched = grads(model)
+    grape.hf.unpatch(model)
+    assert patched.keys() == plain.keys()
+    for n, g in plain.items():
+        assert (patched[n] - g).abs().max().item() <= 1e-4 * g.abs().max().item() + 1e-7, n
+
+
+def test_one_row_of_positions_serves_every_batch_element():
+    """transformers' apply step broadcasts cos and sin of positions [1, seq] (or [seq]) over the
+    batch; grape's rotates every batch element by them, as transformers' own function does."""
+    model = build("llama-default")
+    modeling = importlib.import_module(type(model).__module__)
+    own_apply = modeling.apply_rotary_pos_emb
+    g = torch.Generator().manual_seed(2)
+    q, k = torch.randn(3, 4, 12, 32, generator=g), torch.randn(3, 2, 12, 32, generator=g)
+    position_ids = torch.arange(3, 15)  # small: transformers' float32 phases are exact to 1e-6 here
+    want = own_apply(q, k, *model.model.rotary_emb(q, position_ids[None]))
+    grape.hf.patch(model)
+    try:
+        for ids in (position_ids, position_ids[None], position_ids[None].expand(3, -1)):
+            got = modeling.apply_rotary_pos_emb(q, k, *model.model.rotary_emb(q, ids))
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+    finally:
+        grape.hf.unpatch(model)
+
+
 def test_patch_refuses_an_unsupported_model():
     model = transformers.BertModel(transformers.BertConfig(
         vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
@@ -244,10 +322,11 @@ def greedy_decode(model, prompt, steps):
     return torch.stack(tokens, dim=1), out.logits
 
 
+@pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("name", ["llama-llama3", "phi3-longrope", "gpt_neox-partial"])
-def test_patched_model_decodes_like_transformers_through_the_kv_cache(name):
+def test_patched_model_decodes_like_transformers_through_the_kv_cache(name, batch):
     model = build(name)
-    prompt = IDS[:1, :8]
+    prompt = IDS[:batch, :8]
     plain, plain_logits = greedy_decode(model, prompt, 12)
     grape.hf.patch(model)
     patched, patched_logits = greedy_decode(model, prompt, 12)

@@ -128,7 +128,7 @@ def test_bad_parameters_get_one_line_errors():
         rank2_rotate_qk(q, q, torch.tensor([0, 1, float("nan"), 0, 0, 0, 0, 0.0]), torch.randn(8))
     with pytest.raises(ValueError, match="grape: basis: must be \\[head_dim, head_dim\\]"):
         basis_rotate_qk(q, q, torch.eye(6), torch.ones(4))
-    with pytest.raises(ValueError, match="grape: inv_freq: must hold head_dim / 2 = 4"):
+    with pytest.raises(ValueError, match="grape: inv_freq: must hold rotary_dim / 2 = 4 values"):
         basis_rotate_qk(q, q, torch.eye(8), torch.ones(3))
 
 

@@ -170,7 +170,7 @@ def test_rotate_qk_is_a_custom_op_that_torch_compile_keeps_in_one_graph():
     positions = torch.arange(12)
     torch.library.opcheck(torch.ops.grape.rotate_qk.default,
                           (q.detach().reshape(12, 4, 32), k.detach().reshape(12, 2, 32), theta.detach(), positions,
-                           32, "half_split", 1.0))
+                           32, 32, "half_split", 1.0))
 
 
 def test_a_rotary_table_rotates_like_its_encoding():
