@@ -43,12 +43,16 @@ class relocated_view {
     });
     // A second copy of the representation holds its arrays elsewhere: a word of the view that
     // differs between the two copies' views is a pointer into them, and one that relocate() left
-    // as it was is a forgotten array.
+    // as it was is a forgotten array. Padding is not: the bytes after a scalar can hold whatever a
+    // register held, so a word counts only when the same representation gives it twice, when its
+    // low half (where a scalar before padding sits) differs too, and when both look like addresses.
     const R twin = rep;
-    const View here = rep.view(), there = twin.view();
+    const View here = rep.view(), again = rep.view(), there = twin.view();
     for (std::size_t at = 0; at + sizeof(std::uintptr_t) <= sizeof(View); at += alignof(std::uintptr_t)) {
       const std::uintptr_t a = word(here, at), b = word(there, at), moved = word(view_, at);
-      if (a != b && moved == a && looks_like_address(a) && looks_like_address(b))
+      const bool pointer = a == word(again, at) && ((a ^ b) & 0xffffffffu) != 0 && looks_like_address(a) &&
+                           looks_like_address(b);
+      if (pointer && moved == a)
         throw std::logic_error(fmt::format(
             "grape: the view's relocate() does not list the array at bytes {}..{} of the view: cuda::device_view "
             "would leave it pointing at host memory (list every pointer member: grape/view/concepts.hpp)",
