@@ -20,6 +20,7 @@ export CCACHE_NOHASHDIR=1 CCACHE_BASEDIR="$root"
 GRAPE_BUILD_DIR="$root/build" bash "$root/scripts/build.sh" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DGRAPE_BUILD_PYTHON=ON -DPython_EXECUTABLE="$python"
 ctest --test-dir "$root/build" -j "$jobs" --output-on-failure
+echo "grape: built and tested in $SECONDS s"
 
 # The Python package: `pip install .` from the build tree above (the same options, so nothing is
 # compiled again), then its tests against the installed package.
@@ -28,6 +29,7 @@ CMAKE_GENERATOR="Unix Makefiles" SKBUILD_BUILD_DIR="$root/build" SKBUILD_CMAKE_B
   SKBUILD_CMAKE_DEFINE="GRAPE_BUILD_TESTS=ON;GRAPE_BUILD_BENCH=ON;GRAPE_ENABLE_CUDA=AUTO" \
   "$python" -m pip install -q --disable-pip-version-check --no-build-isolation "$root"
 (cd "$root/tests/python" && "$python" -m pytest -q -p no:cacheprovider .)
+echo "grape: the Python package tested at $SECONDS s"
 
 if [ "${GRAPE_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "grape: tests again under ASan + UBSan"
@@ -38,4 +40,5 @@ if [ "${GRAPE_SKIP_SANITIZE:-0}" != 1 ]; then
     -DCMAKE_POSITION_INDEPENDENT_CODE=ON
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/build-sanitize" -j "$jobs" --output-on-failure -LE "failtest|nosanitize"
+  echo "grape: the sanitizer pass done at $SECONDS s"
 fi
