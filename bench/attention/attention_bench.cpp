@@ -118,9 +118,10 @@ void attention_case(benchmark::State& state, const std::string& name, const Inst
 }
 
 /// bf16 storage: the same attention on the products' f32 path and on the path this CPU picks for
-/// bf16 (cpu/matmul_path.hpp), back to back in each iteration. Prints ratio_to_gemm (the bf16
-/// call's FLOP rate over the float32 GEMM's) and speedup_over_f32_products (f32-path time / its
-/// time); with a backward, both passes are timed together (3.5× the forward's FLOPs).
+/// bf16 (cpu/matmul_path.hpp), and plain attention on that path, back to back in each iteration.
+/// Prints ratio_to_gemm (the bf16 call's FLOP rate over the float32 GEMM's),
+/// speedup_over_f32_products (f32-path time / its time) and overhead_vs_plain; with a backward,
+/// both passes are timed together (3.5× the forward's FLOPs).
 template <class Instance>
 void bf16_case(benchmark::State& state, const std::string& name, const Instance& inst, bool causal, int threads,
                bool backward) {
@@ -152,20 +153,28 @@ void bf16_case(benchmark::State& state, const std::string& name, const Instance&
     cpu::set_matmul_path(before);
     return t;
   };
+  const auto plain = [&] {
+    cpu::attention(cpu::no_encoding{p.d}, a);
+    if (backward) cpu::attention_backward(cpu::no_encoding{p.d}, a, grads);
+  };
   gemm g;
-  std::vector<double> ratio, speedup;
+  std::vector<double> ratio, speedup, overhead;
   for (auto _ : state) {
     const double t_gemm = g.run(threads);
     const double t_f32 = with_path(cpu::matmul_path::f32);
+    const double t_plain = seconds(plain);
     const double t_bf16 = with_path(cpu::matmul_path::automatic);
     state.SetIterationTime(t_bf16);
     ratio.push_back(((backward ? 3.5 : 1.0) * p.flops() / t_bf16) / (gemm::flops() / t_gemm));
     speedup.push_back(t_f32 / t_bf16);
+    overhead.push_back(t_bf16 / t_plain - 1.0);
   }
   state.counters["ratio_to_gemm"] = median(ratio);
   state.counters["speedup_over_f32_products"] = median(speedup);
-  fmt::print("case: {} ratio_to_gemm: {:.3f} speedup_over_f32_products: {:.2f} (products: {})\n", name, median(ratio),
-             median(speedup), cpu::matmul_path_name(cpu::matmul_path_for(cpu::dtype::bf16)));
+  state.counters["overhead_vs_plain"] = median(overhead);
+  fmt::print("case: {} ratio_to_gemm: {:.3f} speedup_over_f32_products: {:.2f} overhead_vs_plain: {:.3f} (products: {})\n",
+             name, median(ratio), median(speedup), median(overhead),
+             cpu::matmul_path_name(cpu::matmul_path_for(cpu::dtype::bf16)));
 }
 
 template <class E>
@@ -445,13 +454,18 @@ int main(int argc, char** argv) {
     })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
   }
   for (const bool backward : {false, true})
-    for (const char* label : {"rope", "alibi"})
+    for (const char* label : {"rope", "alibi", "t5"})
       for (const bool causal : {false, true})
         for (const int threads : {1, 2}) {
           const std::string name = fmt::format("{}/T2048/H8/D128/{}/threads{}/bf16{}", label, causal ? "causal" : "full",
                                                threads, backward ? "/forward_backward" : "");
           benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
-            with_materialized_instance(label, [&](const auto& inst) { bf16_case(s, name, inst, causal, threads, backward); });
+            const std::string l = label;
+            if (l == "t5")
+              bf16_case(s, name, t5_buckets::make(with_heads<t5_buckets>(t5_buckets::default_params(), 8)), causal,
+                        threads, backward);
+            else
+              with_materialized_instance(l, [&](const auto& inst) { bf16_case(s, name, inst, causal, threads, backward); });
           })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
         }
   register_backward<rope>("rope");
