@@ -14,7 +14,10 @@
 // same threads, measured back to back. Materialized cases (materialized/…) time the fused kernel
 // against the straightforward softmax(QKᵀ/√d + B)·V with every score stored, and print
 //   case: NAME speedup_over_materialized: X peak_MiB_fused: A peak_MiB_materialized: B inputs_MiB: C
-// (peak resident memory of one run of each in a fresh process). Not part of the test suite.
+// (peak resident memory of one run of each in a fresh process). bf16 cases (NAME/bf16…) run bf16
+// storage on the float32 products and on the path the CPU picks (cpu/matmul_path.hpp), and print
+//   case: NAME ratio_to_gemm: X speedup_over_f32_products: Y
+// Not part of the test suite.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -34,6 +37,7 @@
 #include "cpu/attention_backward.hpp"
 #include "cpu/attention_decode.hpp"
 #include "cpu/encode_qk.hpp"
+#include "cpu/matmul_path.hpp"
 #include "grape/builtins.hpp"
 
 namespace {
@@ -111,6 +115,66 @@ void attention_case(benchmark::State& state, const std::string& name, const Inst
   state.counters["ratio_to_gemm"] = median(ratio);
   state.counters["overhead_vs_plain"] = median(overhead);
   fmt::print("case: {} ratio_to_gemm: {:.3f} overhead_vs_plain: {:.3f}\n", name, median(ratio), median(overhead));
+}
+
+/// bf16 storage: the same attention on the products' f32 path and on the path this CPU picks for
+/// bf16 (cpu/matmul_path.hpp), and plain attention on that path, back to back in each iteration.
+/// Prints ratio_to_gemm (the bf16 call's FLOP rate over the float32 GEMM's),
+/// speedup_over_f32_products (f32-path time / its time) and overhead_vs_plain; with a backward,
+/// both passes are timed together (3.5× the forward's FLOPs).
+template <class Instance>
+void bf16_case(benchmark::State& state, const std::string& name, const Instance& inst, bool causal, int threads,
+               bool backward) {
+  problem p(2048, 8, 8, 128, causal, threads);
+  const auto to_bf16 = [](const std::vector<float>& x) {
+    std::vector<Eigen::bfloat16> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = Eigen::bfloat16(x[i]);
+    return y;
+  };
+  const std::vector<Eigen::bfloat16> q = to_bf16(p.q), k = to_bf16(p.k), v = to_bf16(p.v), grad_out = to_bf16(p.v);
+  std::vector<Eigen::bfloat16> out(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
+  std::vector<float> lse(static_cast<std::size_t>(p.tokens * p.heads));
+  cpu::attention_args a = p.args;
+  a.qk.type = cpu::dtype::bf16;
+  a.qk.q.in = q.data();
+  a.qk.k.in = k.data();
+  a.v.in = v.data();
+  a.out = out.data();
+  a.lse = lse.data();
+  const cpu::attention_grad_args grads{grad_out.data(), dq.data(), dk.data(), dv.data()};
+  const auto run = [&] {
+    cpu::attention(inst, a);
+    if (backward) cpu::attention_backward(inst, a, grads);
+  };
+  const auto with_path = [&](cpu::matmul_path path) {
+    const cpu::matmul_path before = cpu::requested_matmul_path();
+    cpu::set_matmul_path(path);
+    const double t = seconds(run);
+    cpu::set_matmul_path(before);
+    return t;
+  };
+  const auto plain = [&] {
+    cpu::attention(cpu::no_encoding{p.d}, a);
+    if (backward) cpu::attention_backward(cpu::no_encoding{p.d}, a, grads);
+  };
+  gemm g;
+  std::vector<double> ratio, speedup, overhead;
+  for (auto _ : state) {
+    const double t_gemm = g.run(threads);
+    const double t_f32 = with_path(cpu::matmul_path::f32);
+    const double t_plain = seconds(plain);
+    const double t_bf16 = with_path(cpu::matmul_path::automatic);
+    state.SetIterationTime(t_bf16);
+    ratio.push_back(((backward ? 3.5 : 1.0) * p.flops() / t_bf16) / (gemm::flops() / t_gemm));
+    speedup.push_back(t_f32 / t_bf16);
+    overhead.push_back(t_bf16 / t_plain - 1.0);
+  }
+  state.counters["ratio_to_gemm"] = median(ratio);
+  state.counters["speedup_over_f32_products"] = median(speedup);
+  state.counters["overhead_vs_plain"] = median(overhead);
+  fmt::print("case: {} ratio_to_gemm: {:.3f} speedup_over_f32_products: {:.2f} overhead_vs_plain: {:.3f} (products: {})\n",
+             name, median(ratio), median(speedup), median(overhead),
+             cpu::matmul_path_name(cpu::matmul_path_for(cpu::dtype::bf16)));
 }
 
 template <class E>
@@ -389,6 +453,21 @@ int main(int argc, char** argv) {
       attention_case(s, name, fox::make({8, 128, gate_logits}), true, threads, 8, 8);
     })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
   }
+  for (const bool backward : {false, true})
+    for (const char* label : {"rope", "alibi", "t5"})
+      for (const bool causal : {false, true})
+        for (const int threads : {1, 2}) {
+          const std::string name = fmt::format("{}/T2048/H8/D128/{}/threads{}/bf16{}", label, causal ? "causal" : "full",
+                                               threads, backward ? "/forward_backward" : "");
+          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+            const std::string l = label;
+            if (l == "t5")
+              bf16_case(s, name, t5_buckets::make(with_heads<t5_buckets>(t5_buckets::default_params(), 8)), causal,
+                        threads, backward);
+            else
+              with_materialized_instance(l, [&](const auto& inst) { bf16_case(s, name, inst, causal, threads, backward); });
+          })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+        }
   register_backward<rope>("rope");
   register_backward<alibi>("alibi");
   for (const char* label : {"grape_a_key_gated", "grape_ap_relative", "grape_m_contextual"}) {  // causal models

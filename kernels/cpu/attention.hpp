@@ -3,12 +3,14 @@
 //
 //   O = softmax(scale·E_q(Q)·E_k(K)ᵀ + B + mask)·V        cpu::attention(E::make(params), args)
 //
-// computed flash-style (cpu/flash_loop.hpp): key tiles of 64 against 64 queries (256 unmasked), online softmax,
-// float32 accumulation, never a T×T buffer. The encoding is the instance: a rotation (RoPE and
-// every rotate_qk type, through cpu::rotate_qk on Q once and on K once), a lift (GRAPE-A, through
-// cpu::lift_qk: head_dim + 2 channels whose dot product carries the bias), a rotation by per-token
-// phases (contextual GRAPE-M, through cpu::grape_m_rotate_qk), a score bias (ALiBi,
-// T5, FoX, or a user's: bias(h, m, n) added per tile element) or a composition (RoPE + ALiBi).
+// computed flash-style (cpu/flash_loop.hpp): key tiles of 128 against blocks of 256 queries,
+// online softmax, float32 accumulation, never a T×T buffer; for bf16 storage on a CPU with
+// AVX512-BF16 the two products take the encoded Q and K and the probabilities rounded to bf16
+// (cpu/matmul_path.hpp). The encoding is the instance: a rotation (RoPE and every rotate_qk
+// type, through cpu::rotate_qk on Q once and on K once), a lift (GRAPE-A, through cpu::lift_qk:
+// head_dim + 2 channels whose dot product carries the bias), a rotation by per-token phases
+// (contextual GRAPE-M, through cpu::grape_m_rotate_qk), a score bias (ALiBi, T5, FoX, or a
+// user's: bias(h, m, n) added per tile element) or a composition (RoPE + ALiBi).
 // Tokens, batches (padded or varlen cu_seqlens), positions (ids or offsets) and storage types are
 // rotate_qk's (args.qk); V has the tokens of K. GQA: Q heads are a multiple of K's and V's.
 // Memory beyond the output: float32 copies of Q, K and V (O(T·H·d)); the mask uses each token's
@@ -26,6 +28,7 @@
 #include "cpu/encode_qk.hpp"
 #include "cpu/flash_loop.hpp"
 #include "cpu/lift_qk.hpp"
+#include "cpu/matmul_path.hpp"
 #include "cpu/phase_attention.hpp"
 #include "cpu/rotate_qk.hpp"
 #include "cpu/storage_dispatch.hpp"
@@ -109,17 +112,21 @@ struct sequence_bias {
   }
 };
 
-/// The flash loop over every sequence, then the output in the storage type.
+/// The flash loop over every sequence, then the output in the storage type. The products run on
+/// bf16 tiles where matmul_path_for chooses them and `bf16_allowed` (not for a lift: its bias
+/// travels in two channels as large as slope·position, which bf16 would round to 2⁻⁸ of that).
 template <class Inputs>
 void run_flash(const attention_args& a, const sequences& s, const std::vector<float>& q, const std::vector<float>& k,
-               std::int64_t k_heads, int qk_dim, const std::vector<float>& v, int v_dim, const Inputs& in) {
+               std::int64_t k_heads, int qk_dim, const std::vector<float>& v, int v_dim, const Inputs& in,
+               bool bf16_allowed = true) {
   std::vector<float> out(static_cast<std::size_t>(s.total * a.qk.q.heads * v_dim));
+  const bool bf16_products = bf16_allowed && matmul_path_for(a.qk.type) == matmul_path::avx512_bf16;
   for (std::size_t b = 0; b < s.first.size(); ++b) {
     const std::int64_t f = s.first[b];
     flash_sequence seq{q.data() + f * a.qk.q.heads * qk_dim, k.data() + f * k_heads * qk_dim,
                        v.data() + f * a.v.heads * v_dim, out.data() + f * a.qk.q.heads * v_dim,
                        a.lse, s.total, f, s.len[b], a.qk.q.heads, k_heads, a.v.heads, qk_dim, v_dim,
-                       a.causal, a.window};
+                       a.causal, a.window, bf16_products};
     if constexpr (Inputs::has_bias)
       flash_sequence_forward(seq, sequence_bias<Inputs>{in, f}, a.qk.threads);
     else
@@ -190,7 +197,7 @@ void attention(const Instance& inst, const attention_args& a) {
     const lifted_tensor lq{ql.data(), static_cast<std::int64_t>(ql.size()), batch_stride, stride, d + 2};
     const lifted_tensor lk{kl.data(), static_cast<std::int64_t>(kl.size()), batch_stride, stride, d + 2};
     lift_qk(inst, lifted, lq, lk);
-    detail::run_flash(a, s, ql, kl, heads, d + 2, in.v, in.v_dim, in);
+    detail::run_flash(a, s, ql, kl, heads, d + 2, in.v, in.v_dim, in, false);
   } else {
     if constexpr (requires { rotation_part(inst).rep; })
       rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d));

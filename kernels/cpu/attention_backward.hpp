@@ -13,7 +13,8 @@
 // dL/dθ_i into grads.grad_inv_freq; for a rotation by per-token phases (contextual GRAPE-M) its
 // frequencies dL/dθ [freq_rows, planes] into grad_inv_freq and its phases dL/dΦ [phase_rows,
 // length] into grad_phases (a phase read by several tokens gets the sum). The arguments are the
-// forward's; bad ones throw grape::input_error before anything is written.
+// forward's; bad ones throw grape::input_error before anything is written. For bf16 storage the
+// five products run on bf16 tiles where the forward's do (cpu/matmul_path.hpp).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -107,6 +108,8 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
   const int threads = a.qk.threads > 0 ? a.qk.threads : detail::max_threads();
   std::vector<std::vector<double>> accumulators(accumulator_size ? threads : 0, std::vector<double>(accumulator_size));
 
+  // The products on bf16 tiles where the forward's are (never for a lift: cpu/attention.hpp says why).
+  const bool bf16_products = !is_lift && matmul_path_for(a.qk.type) == matmul_path::avx512_bf16;
   // The flash backward over every sequence on the encoded operands (K' with k_heads heads).
   const auto run = [&](const std::vector<float>& qe, const std::vector<float>& ke, std::int64_t k_heads, int qk_dim,
                        std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) {
@@ -115,7 +118,7 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
       const detail::flash_sequence seq{qe.data() + f * heads * qk_dim, ke.data() + f * k_heads * qk_dim,
                                        v.data() + f * a.v.heads * v_dim, o.data() + f * heads * v_dim,
                                        a.lse, s.total, f, s.len[b], heads, k_heads, a.v.heads, qk_dim, v_dim,
-                                       a.causal, a.window};
+                                       a.causal, a.window, bf16_products};
       const detail::flash_gradients grads{dout.data() + f * heads * v_dim, delta.data() + f * heads,
                                           dq.data() + f * heads * qk_dim, dk.data() + f * k_heads * qk_dim,
                                           dv.data() + f * a.v.heads * v_dim};

@@ -7,7 +7,8 @@
 // rows, and its dQ' shares go to one of a few dQ' lanes (key block b to lane b mod 4, a lane's
 // blocks in order on one thread, the lanes summed in order), so no thread adds into another's
 // rows and the result does not depend on the thread count; each tile's P and dS serve dV, dK' and
-// dQ' (5 matrix products per tile). A bias that computes a query block's rows at once (GRAPE-AP),
+// dQ' (5 matrix products per tile: flash_backward_products.hpp, in float32 or on bf16 tiles as the
+// forward's). A bias that computes a query block's rows at once (GRAPE-AP),
 // a gradient taken by whole query rows, or a problem with too few KV head groups for the lanes to
 // keep the threads busy (dq_lanes) runs two passes instead, key blocks (dK', dV) and then query
 // blocks (dQ' and the bias's parameter gradient), which recompute S and dP (7 products).
@@ -19,7 +20,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu/flash_backward_operands.hpp"
+#include "cpu/flash_backward_products.hpp"
 #include "cpu/flash_loop.hpp"
 #include "cpu/launch.hpp"
 #include "cpu/threads.hpp"
@@ -41,33 +42,18 @@ inline bool block_visible(const flash_sequence& s, std::int64_t i0, std::int64_t
   return gap < s.window;
 }
 
-/// A thread's tiles for the backward: P and dS [64, 64] (row-major, 64 floats apart) and one
-/// packed rhs of a tile, each on its own cache lines.
-struct backward_tiles {
-  using map = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
-  static constexpr std::int64_t ld = flash_block, floats = flash_block * flash_block;
-  static constexpr std::int64_t scratch_floats = 3 * floats + cache_line_floats;
-  float *p, *ds, *rhs;
-  explicit backward_tiles(float* scratch) : p(align_to_line(scratch)), ds(p + floats), rhs(ds + floats) {}
-  map P(std::int64_t rows, std::int64_t cols) const { return map(p, rows, cols, Eigen::OuterStride<>(ld)); }
-  map dS(std::int64_t rows, std::int64_t cols) const { return map(ds, rows, cols, Eigen::OuterStride<>(ld)); }
-};
-
 /// P and dS of the tile (queries [i0, i1), keys [j0, j1)) of query head h, on whole tiles as the
 /// forward computes them; `on_logit(h, i, j, ds)`, when given, sees each visible logit's gradient.
-template <class Bias, class OnLogit>
-void backward_tile(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
-                   std::int64_t h, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1,
-                   const Bias& bias, const backward_tiles& t, const OnLogit* on_logit) {
+template <class Products, class Bias, class OnLogit>
+void backward_tile(const flash_sequence& s, const flash_gradients& g, const Products& ops, std::int64_t h,
+                   std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1, const Bias& bias,
+                   const backward_tiles& t, const OnLogit* on_logit) {
+  using map = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
   constexpr float minus_inf = -std::numeric_limits<float>::infinity();
   const std::int64_t rows = i1 - i0, cols = j1 - j0, jb = j0 / flash_block;
   const std::int64_t kh = h / (s.q_heads / s.k_heads), vh = h / (s.q_heads / s.v_heads);
-  auto P = t.P(rows, cols);
-  auto dS = t.dS(rows, cols);
-  P.setZero();
-  dS.setZero();
-  packed::multiply_add(t.p, t.ld, ops.k_rows.at(kh, jb), ops.queries(h, i0, s.qk_dim), cols, s.qk_dim, rows);
-  packed::multiply_add(t.ds, t.ld, ops.v_rows.at(vh, jb), ops.grad_outs(h, i0, s.v_dim), cols, s.v_dim, rows);
+  map P(t.p, rows, cols, Eigen::OuterStride<>(t.ld)), dS(t.ds, rows, cols, Eigen::OuterStride<>(t.ld));
+  ops.logits(t, h, kh, vh, i0, rows, jb, cols);  // P = S, dS = dP for now
   add_bias_and_mask(s, bias, h, i0, j0, P);
   // lse and D of the rows; a row that saw nothing (lse = −∞) gets P = 0 through a shift of +∞.
   const Eigen::Map<const Eigen::ArrayXf> lse(s.lse + h * s.lse_stride + s.first + i0, rows);
@@ -84,44 +70,31 @@ void backward_tile(const flash_sequence& s, const flash_gradients& g, const flas
         if (P(r, c) != 0.0f) (*on_logit)(h, i0 + r, j0 + c, dS(r, c));
 }
 
-/// dQ'_iᵀ += K_jᵀ·dSᵀ for the tile in t (queries [i0, i0 + queries), key block jb of KV head kh),
-/// into grad_q (laid out as Q: dQ' rows of head h, column-major, a query per column).
-inline void add_tile_dq(const flash_sequence& s, const flash_backward_operands& ops, const backward_tiles& t,
-                        float* grad_q, std::int64_t h, std::int64_t kh, std::int64_t i0, std::int64_t jb,
-                        std::int64_t queries, std::int64_t keys) {
-  packed::pack_rhs(t.rhs, t.ds, t.ld, keys, queries);  // dSᵀ [keys × queries]
-  packed::multiply_add(grad_q + (i0 * s.q_heads + h) * s.qk_dim, s.q_heads * s.qk_dim, ops.k_cols.at(kh, jb), t.rhs,
-                       s.qk_dim, keys, queries);
-}
-
 /// dK' and dV of key block [j0, j1) for query heads [h0, h1): every query block that sees it. With
 /// a dQ' buffer (laid out as grad_q), the one-pass backward: each tile's dS also adds its dQ'
 /// contribution there, and on_logit, when given, sees each visible logit's gradient.
-template <class Bias, class OnLogit = no_logit_gradient>
-void backward_key_block(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
-                        std::int64_t h0, std::int64_t h1, std::int64_t j0, std::int64_t j1, const Bias& bias,
-                        const backward_tiles& t, float* grad_q = nullptr, const OnLogit* on_logit = nullptr) {
+template <class Products, class Bias, class OnLogit = no_logit_gradient>
+void backward_key_block(const flash_sequence& s, const flash_gradients& g, const Products& ops, std::int64_t h0,
+                        std::int64_t h1, std::int64_t j0, std::int64_t j1, const Bias& bias, const backward_tiles& t,
+                        float* grad_q = nullptr, const OnLogit* on_logit = nullptr) {
   const std::int64_t keys = j1 - j0, jb = j0 / flash_block;
   for (std::int64_t h = h0; h < h1; ++h) {
     const std::int64_t kh = h / (s.q_heads / s.k_heads), vh = h / (s.q_heads / s.v_heads);
-    float* dK = g.grad_k + (j0 * s.k_heads + kh) * s.qk_dim;  // dK_jᵀ, column-major, a key per column
-    float* dV = g.grad_v + (j0 * s.v_heads + vh) * s.v_dim;
+    const auto key_gradients = ops.key_block(t, g, kh, vh, j0, keys);  // dK' and dV of the block's rows
     for (std::int64_t i0 = 0; i0 < s.len; i0 += flash_block) {
       const std::int64_t i1 = std::min(s.len, i0 + flash_block), queries = i1 - i0, ib = i0 / flash_block;
       if (!block_visible(s, i0, i1, j0, j1)) continue;
       backward_tile(s, g, ops, h, i0, i1, j0, j1, bias, t, on_logit);
-      packed::pack_rhs<Eigen::RowMajor>(t.rhs, t.p, t.ld, queries, keys);  // P [queries × keys]
-      packed::multiply_add(dV, s.v_heads * s.v_dim, ops.o_cols.at(h, ib), t.rhs, s.v_dim, queries, keys);
-      packed::pack_rhs<Eigen::RowMajor>(t.rhs, t.ds, t.ld, queries, keys);  // dS [queries × keys]
-      packed::multiply_add(dK, s.k_heads * s.qk_dim, ops.q_cols.at(h, ib), t.rhs, s.qk_dim, queries, keys);
-      if (grad_q) add_tile_dq(s, ops, t, grad_q, h, kh, i0, jb, queries, keys);
+      key_gradients.add(h, ib, queries);
+      if (grad_q) ops.add_dq(t, grad_q, h, kh, i0, jb, queries, keys);
     }
+    key_gradients.finish();
   }
 }
 
 /// backward_query_block's loop over the key blocks, with the bias it is given.
-template <class Bias, class OnLogit>
-void backward_query_block_with(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+template <class Products, class Bias, class OnLogit>
+void backward_query_block_with(const flash_sequence& s, const flash_gradients& g, const Products& ops,
                                std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias,
                                const backward_tiles& t, const OnLogit* on_logit) {
   const std::int64_t kh = h / (s.q_heads / s.k_heads), queries = i1 - i0;
@@ -129,14 +102,14 @@ void backward_query_block_with(const flash_sequence& s, const flash_gradients& g
     const std::int64_t j1 = std::min(s.len, j0 + flash_block), keys = j1 - j0;
     if (!block_visible(s, i0, i1, j0, j1)) continue;
     backward_tile(s, g, ops, h, i0, i1, j0, j1, bias, t, on_logit);
-    add_tile_dq(s, ops, t, g.grad_q, h, kh, i0, j0 / flash_block, queries, keys);
+    ops.add_dq(t, g.grad_q, h, kh, i0, j0 / flash_block, queries, keys);
   }
 }
 
 /// dQ' of query block [i0, i1) of head h; on_logit(h, i, j, ds) for the bias's gradient, or null. A
 /// bias with row_block (GRAPE-AP) computes the block's rows once, as the forward does.
-template <class Bias, class OnLogit>
-void backward_query_block(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+template <class Products, class Bias, class OnLogit>
+void backward_query_block(const flash_sequence& s, const flash_gradients& g, const Products& ops,
                           std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias,
                           const backward_tiles& t, const OnLogit* on_logit) {
   if constexpr (requires { bias.row_block(h, i0, i1 - i0); }) {
@@ -164,15 +137,15 @@ inline std::int64_t dq_lanes(const flash_sequence& s, std::int64_t groups) {
 
 /// The backward in one pass over the key blocks: each tile's P and dS computed once and used for
 /// dV, dK' and dQ' (the two-pass form recomputes S and dP for dQ': 7 products per tile against 5).
-template <class Bias, class Accumulate>
-void one_pass_backward(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+template <class Products, class Bias, class Accumulate>
+void one_pass_backward(const flash_sequence& s, const flash_gradients& g, const Products& ops,
                        const Bias& bias, const Accumulate* accumulate, std::int64_t groups, std::int64_t per_group,
                        std::int64_t lanes, int threads) {
   const std::int64_t blocks = (s.len + flash_block - 1) / flash_block;
   const std::int64_t lane_floats = s.len * s.q_heads * s.qk_dim;
   std::vector<float> extra(static_cast<std::size_t>((lanes - 1) * lane_floats), 0.0f);
   const auto lane = [&](std::int64_t l) { return l == 0 ? g.grad_q : extra.data() + (l - 1) * lane_floats; };
-  constexpr int scratch = static_cast<int>(backward_tiles::scratch_floats);
+  const int scratch = static_cast<int>(backward_tiles::scratch_floats(ops.work_floats()));
   launch_items(groups * lanes, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
     const std::int64_t group = w / lanes, l = w % lanes;
     const int thread = thread_index();
@@ -209,12 +182,12 @@ constexpr bool takes_whole_rows<whole_rows<F>> = true;
 
 /// The backward in two passes: key blocks (dK', dV), then query blocks (dQ' and the bias's
 /// parameter gradient, a query block's rows at a time).
-template <class Bias, class Accumulate>
-void two_pass_backward(const flash_sequence& s, const flash_gradients& g, const flash_backward_operands& ops,
+template <class Products, class Bias, class Accumulate>
+void two_pass_backward(const flash_sequence& s, const flash_gradients& g, const Products& ops,
                        const Bias& bias, const Accumulate* accumulate, std::int64_t groups, std::int64_t per_group,
                        int threads) {
   const std::int64_t blocks = (s.len + flash_block - 1) / flash_block;
-  constexpr int scratch = static_cast<int>(backward_tiles::scratch_floats);
+  const int scratch = static_cast<int>(backward_tiles::scratch_floats(ops.work_floats()));
   launch_items(groups * blocks, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
     const std::int64_t group = w / blocks, b = w % blocks;
     backward_key_block(s, g, ops, group * per_group, (group + 1) * per_group, b * flash_block,
@@ -256,19 +229,24 @@ void flash_sequence_backward(const flash_sequence& s, const flash_gradients& g, 
   // Key blocks: a group of query heads owns its K and V head's rows when K and V have the same
   // heads; otherwise one item owns the block's rows of every head.
   const std::int64_t groups = s.k_heads == s.v_heads ? s.k_heads : 1, per_group = s.q_heads / groups;
-  const flash_backward_operands ops = pack_backward_operands(s, g, threads);
   // A bias that computes a query block's rows at once (GRAPE-AP's row_block) or an accumulator
   // that takes whole query rows wants the query blocks outermost: two passes. Otherwise one, where
-  // dq_lanes allows it.
-  constexpr bool by_query_rows = requires { bias.row_block(0, 0, 1); } || takes_whole_rows<Accumulate>;
-  if constexpr (by_query_rows) {
-    two_pass_backward(s, g, ops, bias, accumulate, groups, per_group, threads);
-  } else {
-    if (const std::int64_t lanes = dq_lanes(s, groups); lanes > 0)
-      one_pass_backward(s, g, ops, bias, accumulate, groups, per_group, lanes, threads);
-    else
+  // dq_lanes allows it. The products run on bf16 tiles where the forward's did (s.bf16_products).
+  const auto run = [&](const auto& ops) {
+    constexpr bool by_query_rows = requires { bias.row_block(0, 0, 1); } || takes_whole_rows<Accumulate>;
+    if constexpr (by_query_rows) {
       two_pass_backward(s, g, ops, bias, accumulate, groups, per_group, threads);
-  }
+    } else {
+      if (const std::int64_t lanes = dq_lanes(s, groups); lanes > 0)
+        one_pass_backward(s, g, ops, bias, accumulate, groups, per_group, lanes, threads);
+      else
+        two_pass_backward(s, g, ops, bias, accumulate, groups, per_group, threads);
+    }
+  };
+  if (s.bf16_products)
+    run(bf16_backward_products(s, g, threads));
+  else
+    run(f32_backward_products(s, g, threads));
 }
 
 }  // namespace grape::cpu::detail

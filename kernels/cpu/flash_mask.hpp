@@ -25,6 +25,7 @@ struct flash_sequence {
   int qk_dim = 0, v_dim = 0;
   bool causal = true;
   std::int64_t window = 0;  // > 0: key j is seen by query i only when i − j < window
+  bool bf16_products = false;  // the products on bf16 tiles (matmul_path::avx512_bf16), else float32
 };
 
 /// Queries and keys per tile of the backward.

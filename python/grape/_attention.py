@@ -276,3 +276,23 @@ def _float32_dtype(x):
         return torch.float32
     import numpy as np
     return np.float32
+
+
+def set_matmul_path(path):
+    """The matrix instructions of the attention products, process-wide: "auto" (bf16 storage on
+    AVX512-BF16 dot products where the CPU has them, everything else in float32), "f32" (every call in
+    float32) or "avx512bf16" (bf16 storage on AVX512-BF16; an error at the next bf16 call on a CPU
+    without it). The environment variable GRAPE_CPU_MATMUL gives the initial value."""
+    _grape._set_matmul_path(str(path))
+
+
+def matmul_path(dtype="bfloat16"):
+    """The path a call with this storage ("float32", "float16" or "bfloat16") takes now:
+    "f32" or "avx512bf16"."""
+    return _grape._matmul_path(str(dtype).replace("torch.", ""))
+
+
+def cpu_matmul_units():
+    """What this CPU has: {"avx512_bf16": bool, "amx_bf16": bool, "avx512_fp16": bool} (AMX and
+    AVX512-FP16 are reported, not used yet)."""
+    return _grape._cpu_matmul_units()

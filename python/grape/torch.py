@@ -609,19 +609,28 @@ def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget
                    cu_seqlens=_index_tensor(cu_seqlens), causal=bool(causal), window=int(window),
                    scale=None if scale is None else float(scale))
 
-    def call(kind, params, spec=_kinds.Spec(), b=None, **changed):
+    def call(kind, params, spec=_kinds.Spec(), **changed):
         opts = dict(options, **changed)
-        operands = (q, k, v) if b is None else (q[b:b + 1], k[b:b + 1], v[b:b + 1])
-        return _kinds.kind_attention(*operands, kind, params, spec, tuple(opts[n] for n in _kinds.OPTIONS))
+        return _kinds.kind_attention(q, k, v, kind, params, spec, tuple(opts[n] for n in _kinds.OPTIONS))
 
-    def per_batch_element(kind, params_of, spec=_kinds.Spec()):
-        """One gate sequence per batch element: the op per element, concatenated."""
-        if q.dim() != 4 or q.shape[0] != params_of(None) or offsets is not None or cu_seqlens is not None:
+    def per_batch_element(kind, tensors, batched, spec=_kinds.Spec()):
+        """One sequence of per-token values per batch element (tensors[i] [batch, heads, seq, ...] for
+        i in batched), in one call: the sequences laid end to end ([heads, batch·seq, ...]) and
+        element b's tokens at positions b·seq + i, so that each reads its own values. The encodings
+        take positions only as indices into these values and through differences within a sequence,
+        so the result is the per-element one; one call instead of one per element removes the
+        per-call costs that small training shapes pay batch times (docs/performance.md)."""
+        batch, seq = tensors[batched[0]].shape[0], tensors[batched[0]].shape[2]
+        if q.dim() != 4 or q.shape[0] != batch or offsets is not None or cu_seqlens is not None:
             raise _grape.GrapeError(f"grape: attention: {kind}'s per-token values [batch, heads, seq, ...] need q, k, "
                                     "v [batch, seq, heads, d] with the same batch and no offsets or cu_seqlens")
-        rows = None if options["positions"] is None else options["positions"].reshape(q.shape[0], -1)
-        return _torch.cat([call(kind, params_of(b), spec, b, positions=None if rows is None else rows[b])
-                           for b in range(q.shape[0])], 0)
+        end_to_end = [x.movedim(0, 1).reshape(x.shape[1], batch * seq, *x.shape[3:]) if i in batched else x
+                      for i, x in enumerate(tensors)]
+        starts = _torch.arange(batch, dtype=_torch.int64) * seq
+        if options["positions"] is None:
+            return call(kind, end_to_end, spec, offsets=starts)
+        rows = options["positions"].reshape(batch, -1)
+        return call(kind, end_to_end, spec, positions=(rows + starts[:, None]).reshape(-1))
 
     arrays = [(n, a) for n, a in (("grape_a", grape_a), ("grape_ap", grape_ap), ("grape_m", grape_m)) if a is not None]
     if arrays:
@@ -633,12 +642,11 @@ def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget
         spec = _kinds.Spec(norm_eps=fixed[0]) if fixed else _kinds.Spec()
         batched = [i for i, dims in _PER_TOKEN[name].items() if i < len(tensors) and tensors[i].dim() == dims + 1]
         if batched:  # one sequence of per-token values per batch element
-            return per_batch_element(name, lambda b: tensors[batched[0]].shape[0] if b is None else
-                                     [x[b] if i in batched else x for i, x in enumerate(tensors)], spec)
+            return per_batch_element(name, tensors, batched, spec)
         return call(name, tensors, spec)
     if learned == "log_forget":
         if log_forget.dim() == 3:  # one gate sequence per batch element
-            return per_batch_element("fox", lambda b: log_forget.shape[0] if b is None else [log_forget[b]])
+            return per_batch_element("fox", [log_forget], [0])
         return call("fox", [log_forget])
     rotary = _rotary_table(encoding[0] if isinstance(encoding, tuple) and len(encoding) == 2 else encoding)
     if learned == "inv_freq" and rotary is None:

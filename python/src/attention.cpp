@@ -27,6 +27,7 @@
 #include "encodings.hpp"
 #include "fused.hpp"
 #include "paper_bias.hpp"
+#include "cpu/matmul_path.hpp"
 #include "grape/check/kernel_call.hpp"
 #include "grape/detail/error.hpp"
 #include "qk_args.hpp"
@@ -292,6 +293,29 @@ void* gradient_of(const array& g, const array& like, std::int64_t count, const c
 }  // namespace
 
 void bind_attention(nb::module_& m) {
+  // The attention products' matrix instructions (cpu/matmul_path.hpp): what the CPU has, what a
+  // storage type gets, and the process-wide switch.
+  m.def("_cpu_matmul_units", [] {
+    const cpu::matmul_units u = cpu::cpu_matmul_units();
+    nb::dict d;
+    d["avx512_bf16"] = u.avx512_bf16;
+    d["amx_bf16"] = u.amx_bf16;
+    d["avx512_fp16"] = u.avx512_fp16;
+    return d;
+  });
+  m.def("_set_matmul_path", [](const std::string& name) {
+    if (name == "auto") cpu::set_matmul_path(cpu::matmul_path::automatic);
+    else if (name == "f32") cpu::set_matmul_path(cpu::matmul_path::f32);
+    else if (name == "avx512bf16") cpu::set_matmul_path(cpu::matmul_path::avx512_bf16);
+    else throw input_error("matmul path must be auto, f32 or avx512bf16 (got \"" + name + "\")");
+  });
+  m.def("_matmul_path", [](const std::string& storage) {
+    const cpu::dtype t = storage == "float32" ? cpu::dtype::f32
+                         : storage == "float16" ? cpu::dtype::f16
+                         : storage == "bfloat16" ? cpu::dtype::bf16
+                                                 : throw input_error("storage must be float32, float16 or bfloat16");
+    return std::string(cpu::matmul_path_name(cpu::matmul_path_for(t)));
+  });
   m.def("_attention",
         [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a,
            std::optional<nb::tuple> grape_ap, std::optional<nb::tuple> grape_m, array q, array k, array v, array out,

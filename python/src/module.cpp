@@ -13,6 +13,7 @@ void bind_attention(nanobind::module_& m);
 void bind_builtin_encodings(nanobind::module_& m);
 void bind_grape_m(nanobind::module_& m);
 void bind_param_grads(nanobind::module_& m);
+void bind_matmul_rate(nanobind::module_& m);
 }  // namespace grape::python
 
 NB_MODULE(_grape, m) {
@@ -30,4 +31,5 @@ NB_MODULE(_grape, m) {
   grape::python::bind_builtin_encodings(m);
   grape::python::bind_grape_m(m);
   grape::python::bind_param_grads(m);
+  grape::python::bind_matmul_rate(m);
 }

@@ -12,6 +12,7 @@
 
 #include "backward_check.hpp"
 #include "grape/builtins.hpp"
+#include "matmul_paths.hpp"
 #include "plain_attention.hpp"
 
 namespace grape {
@@ -42,6 +43,55 @@ TEST(AttentionBackward, QKVGradientsMatchCentralDifferences) {
     c.args.window = std::array{1, 2, 3, 65}[s % 4];
     qkv_gradients(rng, cpu::no_encoding{c.d}, c);
   });
+}
+
+/// bf16 storage on every matrix-instruction path this CPU has (cpu/matmul_path.hpp): on
+/// avx512_bf16 Q', K', V, dO, P and dS are rounded to bf16 before the five products; the
+/// directional derivatives must stay within bf16 storage's tolerance (6·10⁻² of Σ|g_i u_i|).
+/// Sequences of up to 200 tokens cross the 64-token blocks; GQA and windows as the call draws them.
+TEST(AttentionBackward, Bf16GradientsMatchCentralDifferencesOnEveryMatmulPath) {
+  using bf = Eigen::bfloat16;
+  for (const cpu::matmul_path path : available_matmul_paths()) {
+    SCOPED_TRACE(cpu::matmul_path_name(path));
+    const forced_matmul_path forced(path);
+    property("none", 81, 4, [](std::uint64_t s) {
+      std::mt19937_64 rng(s);
+      attention_call<plain, bf> c(rng, plain{{std::array{16, 64, 24, 7}[s % 4]}}, 0, 200, 0, 600);
+      qkv_gradients(rng, cpu::no_encoding{c.d}, c);
+    });
+    const auto encoded = [](auto tag, std::uint64_t s, std::int64_t base) {
+      using E = decltype(tag);
+      std::mt19937_64 rng(s);
+      const auto inst = E::make(E::random_params(rng));
+      attention_call<typename E::instance, bf> c(rng, inst, encoding_heads(inst), 200, base, 600);
+      qkv_gradients(rng, c.inst, c);
+    };
+    property("rope", 82, 4, [&](std::uint64_t s) { encoded(rope{}, s, 1000); });
+    property("alibi", 83, 3, [&](std::uint64_t s) { encoded(alibi{}, s, 100); });
+    property("t5", 84, 3, [&](std::uint64_t s) { encoded(t5_buckets{}, s, 0); });
+    property("grape_m_contextual", 85, 3, [&](std::uint64_t s) { encoded(grape_m_contextual{}, s, 0); });
+  }
+}
+
+/// The switch reaches the backward: on avx512_bf16 the same bf16 call gives other gradients than
+/// on f32 (the rounding of the products' operands), within bf16's tolerance of each other.
+TEST(AttentionBackward, TheMatmulSwitchReachesTheBackward) {
+  if (available_matmul_paths().size() < 2) GTEST_SKIP() << "one matmul path on this CPU";
+  const auto gradients = [](cpu::matmul_path path) {
+    const forced_matmul_path forced(path);
+    std::mt19937_64 rng(11);
+    attention_call<rope::instance, Eigen::bfloat16> c(rng, rope::make(rope::random_params(rng)), 8, 200, 0, 600);
+    const std::vector<Eigen::bfloat16> G = random_like<Eigen::bfloat16>(rng, c.out.size());
+    return run_backward(c.inst, c, G);
+  };
+  const backward_result f32 = gradients(cpu::matmul_path::f32), bf16 = gradients(cpu::matmul_path::avx512_bf16);
+  for (const auto& [a, b] : {std::pair{&f32.dq, &bf16.dq}, {&f32.dk, &bf16.dk}, {&f32.dv, &bf16.dv}}) {
+    double differ = 0, size = 0;
+    for (std::size_t i = 0; i < a->size(); ++i)
+      differ = std::max(differ, std::abs((*a)[i] - (*b)[i])), size = std::max(size, std::abs((*a)[i]));
+    EXPECT_GT(differ, 0.0);
+    EXPECT_LE(differ, 6e-2 * size);
+  }
 }
 
 // The backward's dQ' shares go to fixed lanes by key block (cpu/flash_backward.hpp), so one, two

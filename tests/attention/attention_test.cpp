@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../kernel_laws/random_call.hpp"
+#include "matmul_paths.hpp"
 #include "plain_attention.hpp"
 #include "cpu/attention.hpp"
 #include "grape/check/attention_call.hpp"
@@ -74,6 +75,59 @@ TEST(Attention, LiftsAndCompositionsMatchTheDenseReference) {
 TEST(Attention, LongSequencesCrossTheQueryBlocks) {
   property("rope", 58, 4, [](std::uint64_t s) { matches_reference<rope, float>(s, 1000, 700); });
   property("alibi", 59, 4, [](std::uint64_t s) { matches_reference<alibi, float>(s, 0, 700); });
+}
+
+/// bf16 storage on every matrix-instruction path this CPU has (cpu/matmul_path.hpp): on
+/// avx512_bf16 the encoded Q' and K' and the probabilities are rounded to bf16 before the
+/// products, and the output must stay within bf16 storage's fixed tolerance and the bound the
+/// reference derives for that rounding (attention_call::compare); sequences up to 700 tokens cross
+/// the 256-query blocks and 128-key tiles.
+TEST(Attention, Bf16MatchesTheDenseReferenceOnEveryMatmulPath) {
+  using bf = Eigen::bfloat16;
+  for (const cpu::matmul_path path : available_matmul_paths()) {
+    SCOPED_TRACE(cpu::matmul_path_name(path));
+    const forced_matmul_path forced(path);
+    property("plain", 60, 8, [](std::uint64_t s) {
+      std::mt19937_64 rng(s);
+      attention_call<plain, bf> c(rng, plain{{std::array{16, 64, 24, 7}[s % 4]}}, 0, 300, 0, 900);
+      cpu::attention(cpu::no_encoding{c.d}, c.args);
+      const attention_comparison r = c.compare();
+      RC_ASSERT(r.worst <= output_tolerance<bf>());
+      RC_ASSERT(r.worst <= r.bound);
+    });
+    property("rope", 61, 8, [](std::uint64_t s) { matches_reference<rope, bf>(s, 1000, 700); });
+    property("alibi", 62, 6, [](std::uint64_t s) { matches_reference<alibi, bf>(s, 100000); });
+    property("t5", 63, 6, [](std::uint64_t s) { matches_reference<t5_buckets, bf>(s, 0); });
+    property("grape_a", 64, 6, [](std::uint64_t s) { matches_reference<grape_a, bf>(s, 200); });
+    property("rope_alibi", 65, 6, [](std::uint64_t s) { matches_reference<rope_alibi, bf>(s, 5000); });
+    property("grape_m_contextual", 66, 5, [](std::uint64_t s) { matches_reference<grape_m_contextual, bf>(s, 0); });
+  }
+}
+
+/// The switch takes effect: on avx512_bf16 the same bf16 call gives another output than on f32
+/// (the rounding of Q', K' and P), and both agree within bf16's tolerance; f32 and f16 storage
+/// give the same output bit for bit whatever is asked (they never take the bf16 tiles).
+TEST(Attention, TheMatmulSwitchChangesOnlyBf16Calls) {
+  if (available_matmul_paths().size() < 2) GTEST_SKIP() << "one matmul path on this CPU";
+  const auto run = [](auto tag, cpu::matmul_path path) {
+    using T = decltype(tag);
+    const forced_matmul_path forced(path);
+    std::mt19937_64 rng(9);
+    const auto inst = rope::make(rope::random_params(rng));
+    attention_call<rope::instance, T> c(rng, inst, 0, 300, 0, 900);
+    cpu::attention(c.inst, c.args);
+    std::vector<double> out(c.out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(c.out[i]);
+    return out;
+  };
+  const auto f32_path = run(Eigen::bfloat16{}, cpu::matmul_path::f32);
+  const auto bf16_path = run(Eigen::bfloat16{}, cpu::matmul_path::avx512_bf16);
+  double differ = 0;
+  for (std::size_t i = 0; i < f32_path.size(); ++i) differ = std::max(differ, std::abs(f32_path[i] - bf16_path[i]));
+  EXPECT_GT(differ, 0.0);
+  EXPECT_LE(differ, 2 * output_tolerance<Eigen::bfloat16>());
+  EXPECT_EQ(run(float{}, cpu::matmul_path::f32), run(float{}, cpu::matmul_path::avx512_bf16));
+  EXPECT_EQ(run(Eigen::half{}, cpu::matmul_path::f32), run(Eigen::half{}, cpu::matmul_path::avx512_bf16));
 }
 
 /// Moving every position by t (up to max_shift) leaves the output of a relative encoding

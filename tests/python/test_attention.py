@@ -508,3 +508,27 @@ def test_an_empty_sequence_gives_an_empty_result(layout):
         out, lse = grape.attention(q.numpy(), k.numpy(), v.numpy(), enc, layout=layout, return_lse=True)
         assert out.shape == q.shape and lse.shape == (4, 0)
 
+def test_the_matmul_switch_takes_each_path_the_cpu_has():
+    """grape.set_matmul_path forces the attention products' instructions (bf16 storage only); on
+    AVX512-BF16 the bf16 tiles give another output than the float32 products, both within bf16's
+    tolerance of float64; f32 and f16 storage never change path; a bad name is a GrapeError."""
+    units = grape.cpu_matmul_units()
+    assert set(units) == {"avx512_bf16", "amx_bf16", "avx512_fp16"}
+    q, k, v = (torch.randn(300, 4, 32) for _ in range(3))
+    outs = {}
+    try:
+        for path in ["f32"] + (["avx512bf16"] if units["avx512_bf16"] else []):
+            grape.set_matmul_path(path)
+            assert grape.matmul_path("bfloat16") == path
+            assert grape.matmul_path("float32") == grape.matmul_path("float16") == "f32"
+            out = grape.attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), causal=False)
+            qd, kd, vd = (x.bfloat16().double().transpose(0, 1) for x in (q, k, v))  # [heads, T, d]
+            exact = torch.softmax(qd @ kd.transpose(1, 2) / 32 ** 0.5, -1) @ vd
+            assert (out.double().transpose(0, 1) - exact).abs().max() < 3e-2
+            outs[path] = out
+        if len(outs) == 2:
+            assert not torch.equal(outs["f32"], outs["avx512bf16"])
+        with pytest.raises(grape.GrapeError):
+            grape.set_matmul_path("amx")
+    finally:
+        grape.set_matmul_path("auto")

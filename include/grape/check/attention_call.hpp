@@ -126,9 +126,12 @@ struct attention_call {
   /// (the dot product of the encoded operands, whose entries a lift makes grow with the position,
   /// and their own float32 rounding) + 4·eps32·|logit| (the bias and the sum); softmax turns a
   /// row's δ into at most 2(e^(2δ) − 1)·max|V|; the accumulation over the keys and the output's
-  /// storage rounding add (4·(keys + 16)·eps32 + tol(storage))·max|V|.
+  /// storage rounding add (4·(keys + 16)·eps32 + tol(storage))·max|V|. Where the products run on
+  /// bf16 tiles (cpu/matmul_path.hpp; never for a lift), q' and k' rounded to bf16 (unit roundoff
+  /// u = 2⁻⁸) add (2u + u²)·Σ_c|q'_c k'_c| to δ, and P rounded to bf16 adds u·max|V|.
   attention_comparison compare() const {
     const double eps32 = std::numeric_limits<float>::epsilon();
+    const double u = bf16_products() ? std::ldexp(1.0, -8) : 0.0;
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     const std::vector<double> qe = encoded(false, scale), ke = encoded(true, 1.0);
     const int w = width();
@@ -157,7 +160,7 @@ struct attention_call {
             for (int c = 0; c < w; ++c)
               absdot += std::abs(qe[(ti * heads + h) * w + c] * ke[(tj * heads + h) * w + c]);
             const double logit = std::isfinite(logits[j]) ? std::abs(logits[j]) : 0.0;
-            delta = max_keeping_nan(delta, 2 * (std::sqrt(w) + 4) * eps32 * absdot + 4 * eps32 * logit);
+            delta = max_keeping_nan(delta, (2 * (std::sqrt(w) + 4) * eps32 + 2 * u + u * u) * absdot + 4 * eps32 * logit);
           }
           double sum = 0;
           for (double x : logits) sum += std::isinf(x) ? 0.0 : std::exp(x - top);
@@ -170,7 +173,7 @@ struct attention_call {
           }
           if (!(sum == 0))  // a row with every key masked has no log-sum-exp to compare; a NaN sum does
             r.worst = max_keeping_nan(r.worst, std::abs(static_cast<double>(lse[h * total + ti]) - (top + std::log(sum))) / 8);
-          r.bound = max_keeping_nan(r.bound, v_max * (2 * std::expm1(2 * delta) + 4 * (len[b] + 16) * eps32 +
+          r.bound = max_keeping_nan(r.bound, v_max * (2 * std::expm1(2 * delta) + 4 * (len[b] + 16) * eps32 + u +
                                                storage_tolerance<T>()));
         }
       }
@@ -178,6 +181,12 @@ struct attention_call {
   }
 
  private:
+  /// Whether cpu::attention multiplies this call's tiles in bf16 (its storage and the path asked for).
+  bool bf16_products() const {
+    if constexpr (requires { inst.reps; }) return false;
+    else return cpu::matmul_path_for(args.qk.type) == cpu::matmul_path::avx512_bf16;
+  }
+
   /// Channels of an encoded operand: d, or d + 2 for a lift.
   int width() const {
     if constexpr (requires { inst.reps; }) return d + 2;
