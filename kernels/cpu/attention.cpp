@@ -7,15 +7,15 @@
 
 namespace grape::cpu::detail {
 
-sequences sequences_of(const rotate_qk_args& a) {
+sequences sequences_of(const rotate_qk_args& a, const char* what) {
   sequences s;
   if (a.batch < 1) throw input_error(fmt::format("batch must be >= 1 (got {})", a.batch));
   for (std::int64_t b = 0; b < a.batch; ++b) {
     const std::int64_t first = a.cu_seqlens ? a.cu_seqlens[b] : b * a.seq_len;
     const std::int64_t len = a.cu_seqlens ? a.cu_seqlens[b + 1] - a.cu_seqlens[b] : a.seq_len;
     if (a.cu_seqlens && (len < 0 || (b == 0 && first != 0)))
-      throw input_error("cu_seqlens must start at 0 and not decrease");
-    if (len < 0) throw input_error(fmt::format("seq_len must be >= 0 (got {})", a.seq_len));
+      throw input_error(fmt::format("{}cu_seqlens must start at 0 and not decrease", what));
+    if (len < 0) throw input_error(fmt::format("{}seq_len must be >= 0 (got {})", what, a.seq_len));
     s.first.push_back(first);
     s.len.push_back(len);
   }
@@ -39,7 +39,7 @@ void check_operand(const qk_tensor& t, const sequences& s, const rotate_qk_args&
     throw input_error(fmt::format("{}: the strides address {} elements but size is {}", name, last, t.size));
 }
 
-std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences& s) {
+std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences& s, const char* what) {
   std::vector<std::int64_t> pos(static_cast<std::size_t>(s.total));
   for (std::size_t b = 0; b < s.first.size(); ++b)
     for (std::int64_t i = 0; i < s.len[b]; ++i) {
@@ -49,26 +49,50 @@ std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences&
         m = a.position_type == index_type::i64 ? static_cast<const std::int64_t*>(a.position_ids)[t]
                                                : static_cast<const std::int32_t*>(a.position_ids)[t];
       if (m < 0 || m >= a.max_position)
-        throw input_error(fmt::format("position of token {} is {}: must lie in [0, max_position = {})", t, m, a.max_position));
+        throw input_error(fmt::format("{}position of token {} is {}: must lie in [0, max_position = {})", what, t, m,
+                                      a.max_position));
       pos[static_cast<std::size_t>(t)] = m;
     }
   return pos;
 }
 
-sequences check_attention(const attention_args& a, int head_dim, int v_dim) {
+rotate_qk_args query_args(const attention_args& a) {
+  rotate_qk_args q = a.qk;
+  q.k = qk_tensor{};
+  return q;
+}
+
+rotate_qk_args key_args(const attention_args& a) {
+  rotate_qk_args k = a.qk;
+  k.q = qk_tensor{};
+  if (a.keys) {
+    k.seq_len = a.keys->seq_len;
+    k.cu_seqlens = a.keys->cu_seqlens;
+    k.position_ids = a.keys->position_ids;
+    k.offsets = a.keys->offsets;
+  }
+  return k;
+}
+
+call_sequences check_attention(const attention_args& a, int head_dim, int v_dim) {
   if (head_dim < 1 || v_dim < 1) throw input_error("head_dim and v_dim must be >= 1");
   if (a.out == nullptr) throw input_error("out must not be null");
   if (a.qk.qk_norm || a.qk.kv_cache || a.qk.cache) throw input_error("qk.qk_norm, qk.kv_cache and qk.cache must be null");
   if (a.window < 0) throw input_error(fmt::format("window must be >= 0 (got {})", a.window));
   if (!(a.scale >= 0) || !std::isfinite(a.scale)) throw input_error("scale must be finite and >= 0");
-  const sequences s = sequences_of(a.qk);
-  check_operand(a.qk.q, s, a.qk, head_dim, "q");
-  check_operand(a.qk.k, s, a.qk, head_dim, "k");
-  check_operand(a.v, s, a.qk, v_dim, "v");
+  if (a.keys && a.keys->position_ids && a.keys->offsets)
+    throw input_error("keys: give position_ids or offsets, not both");
+  call_sequences s{sequences_of(a.qk), {}};
+  const rotate_qk_args ka = key_args(a);
+  s.k = a.keys ? sequences_of(ka, "keys.") : s.q;
+  check_operand(a.qk.q, s.q, a.qk, head_dim, "q");
+  check_operand(a.qk.k, s.k, ka, head_dim, "k");
+  check_operand(a.v, s.k, ka, v_dim, "v");
   if (a.qk.q.heads % a.qk.k.heads != 0 || a.qk.q.heads % a.v.heads != 0)
     throw input_error(fmt::format("q.heads ({}) must be a multiple of k.heads ({}) and v.heads ({})", a.qk.q.heads,
                                   a.qk.k.heads, a.v.heads));
-  (void)positions_of(a.qk, s);  // every position in range before anything runs
+  (void)positions_of(a.qk, s.q);  // every position in range before anything runs
+  if (a.keys) (void)positions_of(ka, s.k, "keys.");
   return s;
 }
 
@@ -76,6 +100,7 @@ rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d
   rotate_qk_args c = a;
   c.type = dtype::f32;
   const auto operand = [&](const qk_tensor& t, float* data, std::int64_t total) {
+    if (t.heads == 0) return qk_tensor{};  // absent (query_args' K, key_args' Q)
     const std::int64_t token = t.heads * d;
     return qk_tensor{data, data, t.heads, total * token, a.cu_seqlens ? 0 : a.seq_len * token, token, d};
   };

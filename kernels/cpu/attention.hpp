@@ -45,16 +45,35 @@ struct sequences {
   std::vector<std::int64_t> first, len;
   std::int64_t total = 0;
 };
-sequences sequences_of(const rotate_qk_args& a);
+/// `what` names the tokens in messages ("" for Q's, "keys." for args.keys').
+sequences sequences_of(const rotate_qk_args& a, const char* what = "");
 
 /// Checks an operand's strides against its size; throws naming `name`.
 void check_operand(const qk_tensor& t, const sequences& s, const rotate_qk_args& a, int dim, const char* name);
 
 /// Position of every token on axis 0 (ids, offsets or index), each checked in [0, max_position).
-std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences& s);
+std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences& s, const char* what = "");
+
+/// rotate_qk's arguments for Q alone (no K), and for K alone on the keys' tokens (args.keys' layout
+/// and positions when given, else Q's).
+rotate_qk_args query_args(const attention_args& a);
+rotate_qk_args key_args(const attention_args& a);
+
+/// A call's sequences: the queries' and the keys' (the same tokens unless args.keys is set).
+struct call_sequences {
+  sequences q, k;
+};
 
 /// Every argument check of cpu::attention that does not depend on the encoding.
-sequences check_attention(const attention_args& a, int head_dim, int v_dim);
+call_sequences check_attention(const attention_args& a, int head_dim, int v_dim);
+
+/// The flash loop's view of sequence b of a call: key count and mask shift when the keys have
+/// tokens of their own (flash_sequence::k_len, key_shift).
+inline void set_keys(flash_sequence& seq, const attention_args& a, const call_sequences& s, std::size_t b) {
+  if (!a.keys) return;
+  seq.k_len = s.k.len[b];
+  seq.key_shift = s.k.len[b] - s.q.len[b];
+}
 
 /// Operand t as float32 [total, heads, dim], times `scale`.
 template <class T>
@@ -73,7 +92,8 @@ std::vector<float> gather(const qk_tensor& t, const rotate_qk_args& a, const seq
   return out;
 }
 
-/// rotate_qk's arguments for float32 copies [total, heads, d] of Q and K, encoded in place.
+/// rotate_qk's arguments for float32 copies [total, heads, d] of Q and K, encoded in place (an
+/// operand with no heads, as query_args' K and key_args' Q, stays absent).
 rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d);
 
 /// Writes float32 values into a contiguous array of storage type `type`, times `scale`.
@@ -85,30 +105,32 @@ template <class Inputs>
 struct sequence_bias {
   using bias_type = std::remove_cvref_t<std::remove_pointer_t<typename Inputs::bias_pointer>>;
   const Inputs& in;
-  std::int64_t first = 0;
-  float operator()(std::int64_t h, std::int64_t i, std::int64_t j) const { return in.bias_at(h, first + i, first + j); }
+  std::int64_t first = 0, key_first = 0;  // the sequence's first query token, and first key token
+  float operator()(std::int64_t h, std::int64_t i, std::int64_t j) const {
+    return in.bias_at(h, first + i, key_first + j);
+  }
   void add_tile(std::int64_t h, std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols, float* S,
                 std::int64_t ld) const
     requires TileBias<bias_type>
   {
-    in.bias->add_tile(static_cast<int>(h), in.pos.data() + first + i0, rows, in.pos.data() + first + j0, cols, S, ld);
+    in.bias->add_tile(static_cast<int>(h), in.pos.data() + first + i0, rows, in.k_pos.data() + key_first + j0, cols,
+                      S, ld);
   }
   /// A bias whose rows are cheaper computed once per query block than once per tile (GRAPE-AP's
   /// suffix sums): the forward asks for the block's rows, then adds each tile from them.
   struct rows_of_block {
     typename bias_type::row_block block;
-    const std::int64_t* pos;  // the sequence's positions
+    const std::int64_t* key_pos;  // the sequence's key positions
     std::int64_t i0;
     void add_tile(std::int64_t, std::int64_t i, std::int64_t rows, std::int64_t j0, std::int64_t cols, float* S,
                   std::int64_t ld) const {
-      block.add_tile(i - i0, rows, pos + j0, cols, S, ld);
+      block.add_tile(i - i0, rows, key_pos + j0, cols, S, ld);
     }
   };
   rows_of_block row_block(std::int64_t h, std::int64_t i0, std::int64_t rows) const
     requires requires(const bias_type& b, const std::int64_t* m) { b.rows_at(0, m, std::int64_t{1}); }
   {
-    const std::int64_t* pos = in.pos.data() + first;
-    return {in.bias->rows_at(static_cast<int>(h), pos + i0, rows), pos, i0};
+    return {in.bias->rows_at(static_cast<int>(h), in.pos.data() + first + i0, rows), in.k_pos.data() + key_first, i0};
   }
 };
 
@@ -116,19 +138,20 @@ struct sequence_bias {
 /// bf16 tiles where matmul_path_for chooses them and `bf16_allowed` (not for a lift: its bias
 /// travels in two channels as large as slope·position, which bf16 would round to 2⁻⁸ of that).
 template <class Inputs>
-void run_flash(const attention_args& a, const sequences& s, const std::vector<float>& q, const std::vector<float>& k,
-               std::int64_t k_heads, int qk_dim, const std::vector<float>& v, int v_dim, const Inputs& in,
-               bool bf16_allowed = true) {
-  std::vector<float> out(static_cast<std::size_t>(s.total * a.qk.q.heads * v_dim));
+void run_flash(const attention_args& a, const call_sequences& s, const std::vector<float>& q,
+               const std::vector<float>& k, std::int64_t k_heads, int qk_dim, const std::vector<float>& v, int v_dim,
+               const Inputs& in, bool bf16_allowed = true) {
+  std::vector<float> out(static_cast<std::size_t>(s.q.total * a.qk.q.heads * v_dim));
   const bool bf16_products = bf16_allowed && matmul_path_for(a.qk.type) == matmul_path::avx512_bf16;
-  for (std::size_t b = 0; b < s.first.size(); ++b) {
-    const std::int64_t f = s.first[b];
-    flash_sequence seq{q.data() + f * a.qk.q.heads * qk_dim, k.data() + f * k_heads * qk_dim,
-                       v.data() + f * a.v.heads * v_dim, out.data() + f * a.qk.q.heads * v_dim,
-                       a.lse, s.total, f, s.len[b], a.qk.q.heads, k_heads, a.v.heads, qk_dim, v_dim,
+  for (std::size_t b = 0; b < s.q.first.size(); ++b) {
+    const std::int64_t f = s.q.first[b], kf = s.k.first[b];
+    flash_sequence seq{q.data() + f * a.qk.q.heads * qk_dim, k.data() + kf * k_heads * qk_dim,
+                       v.data() + kf * a.v.heads * v_dim, out.data() + f * a.qk.q.heads * v_dim,
+                       a.lse, s.q.total, f, s.q.len[b], a.qk.q.heads, k_heads, a.v.heads, qk_dim, v_dim,
                        a.causal, a.window, bf16_products};
+    set_keys(seq, a, s, b);
     if constexpr (Inputs::has_bias)
-      flash_sequence_forward(seq, sequence_bias<Inputs>{in, f}, a.qk.threads);
+      flash_sequence_forward(seq, sequence_bias<Inputs>{in, f, kf}, a.qk.threads);
     else
       flash_sequence_forward(seq, no_bias{}, a.qk.threads);
   }
@@ -139,42 +162,59 @@ void run_flash(const attention_args& a, const sequences& s, const std::vector<fl
 
 namespace detail {
 
-/// What the forward and the backward start from: the call's sequences, its operands in float32
-/// [total, heads, dim] (Q times the scale, before any encoding, so a lift's or a bias's term stays
-/// unscaled), and the instance's bias with every token's position. Checks the call.
+/// What the forward and the backward start from: the call's sequences (queries' and keys'), its
+/// operands in float32 [tokens, heads, dim] (Q times the scale, before any encoding, so a lift's or
+/// a bias's term stays unscaled), and the instance's bias with every query's and key's position.
+/// Checks the call.
 template <class Instance>
 struct attention_inputs {
   using bias_pointer = decltype(bias_part(std::declval<const Instance&>()));
   static constexpr bool has_bias = !std::is_same_v<bias_pointer, const void*>;
   int d = 0, v_dim = 0;
-  sequences s;
+  call_sequences seqs;
+  const sequences& s;  // the queries'
   float scale = 0;
   std::vector<float> q, k, v;
   bias_pointer bias = nullptr;
-  std::vector<std::int64_t> pos;
+  std::vector<std::int64_t> pos, k_pos;  // queries', keys'
 
   attention_inputs(const Instance& inst, const attention_args& a)
-      : d(inst.content_dim()), v_dim(a.v_dim > 0 ? a.v_dim : d), s(check_attention(a, d, v_dim)),
+      : d(inst.content_dim()), v_dim(a.v_dim > 0 ? a.v_dim : d), seqs(check_attention(a, d, v_dim)), s(seqs.q),
         scale(a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(d))), bias(bias_part(inst)) {
+    if (a.keys && (requires { inst.reps; } || rotates_by_phase<Instance>))
+      throw input_error("keys: a lift (GRAPE-A) or a rotation by per-token phases (contextual GRAPE-M) takes Q and "
+                        "K on the same tokens; turn them first (grape.torch.grape_m_rotate_qk) and pass no encoding");
+    const rotate_qk_args ka = key_args(a);
     with_storage(a.qk.type, [&]<class T>() {
-      q = gather<T>(a.qk.q, a.qk, s, d, scale);
-      k = gather<T>(a.qk.k, a.qk, s, d, 1.0f);
-      v = gather<T>(a.v, a.qk, s, v_dim, 1.0f);
+      q = gather<T>(a.qk.q, a.qk, seqs.q, d, scale);
+      k = gather<T>(a.qk.k, ka, seqs.k, d, 1.0f);
+      v = gather<T>(a.v, ka, seqs.k, v_dim, 1.0f);
     });
     if constexpr (has_bias) {
       if (a.qk.q.heads != bias->heads())
         throw input_error("q.heads must equal the encoding's heads (" + std::to_string(bias->heads()) + ")");
-      pos = positions_of(a.qk, s);
+      pos = positions_of(a.qk, seqs.q);
+      k_pos = a.keys ? positions_of(ka, seqs.k, "keys.") : pos;
     }
   }
 
-  /// The bias of head h between tokens i and j (indices over the whole call), or 0.
+  /// The bias of head h between query token i and key token j (indices over the whole call), or 0.
   float bias_at(std::int64_t h, std::int64_t i, std::int64_t j) const {
     if constexpr (has_bias)
       return static_cast<float>(bias->bias(static_cast<int>(h), std::array<std::int64_t, 1>{pos[i]},
-                                           std::array<std::int64_t, 1>{pos[j]}));
+                                           std::array<std::int64_t, 1>{k_pos[j]}));
     else
       return 0.0f;
+  }
+
+  /// Turns the float32 Q and K by the instance's rotation at their positions (one call, or one for
+  /// Q and one for K on tokens of their own); `backward`: by its transpose, on their gradients.
+  template <class Rotation>
+  void rotate(const Rotation& r, const attention_args& a, float* qd, float* kd, bool backward) const {
+    const auto run = [&](const rotate_qk_args& args) { backward ? rotate_qk_backward(r, args) : rotate_qk(r, args); };
+    if (!a.keys) return run(contiguous_f32(a.qk, qd, kd, d));
+    run(contiguous_f32(query_args(a), qd, nullptr, d));
+    run(contiguous_f32(key_args(a), nullptr, kd, d));
   }
 };
 
@@ -188,7 +228,7 @@ void attention(const Instance& inst, const attention_args& a) {
   detail::attention_inputs<Instance> in(inst, a);
   const int d = in.d;
   const auto& s = in.s;
-  if constexpr (requires { inst.reps; }) {  // a lift: Q and K lifted per query head
+  if constexpr (requires { inst.reps; }) {  // a lift: Q and K lifted per query head (on Q's tokens)
     rotate_qk_args lifted = detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d);
     lifted.q.out = lifted.k.out = nullptr;
     const std::int64_t heads = a.qk.q.heads, stride = heads * (d + 2);
@@ -197,15 +237,15 @@ void attention(const Instance& inst, const attention_args& a) {
     const lifted_tensor lq{ql.data(), static_cast<std::int64_t>(ql.size()), batch_stride, stride, d + 2};
     const lifted_tensor lk{kl.data(), static_cast<std::int64_t>(kl.size()), batch_stride, stride, d + 2};
     lift_qk(inst, lifted, lq, lk);
-    detail::run_flash(a, s, ql, kl, heads, d + 2, in.v, in.v_dim, in, false);
+    detail::run_flash(a, in.seqs, ql, kl, heads, d + 2, in.v, in.v_dim, in, false);
   } else {
     if constexpr (requires { rotation_part(inst).rep; })
-      rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d));
+      in.rotate(rotation_part(inst), a, in.q.data(), in.k.data(), false);
     if constexpr (rotates_by_phase<Instance>) {  // each token turned by its phase (contextual GRAPE-M)
       const detail::phase_call p = detail::phase_call_of(inst, detail::positions_of(a.qk, s), a.qk.q.heads, a.qk.k.heads);
       grape_m_rotate_qk(p.spec, detail::without_positions(detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d)));
     }
-    detail::run_flash(a, s, in.q, in.k, a.qk.k.heads, d, in.v, in.v_dim, in);
+    detail::run_flash(a, in.seqs, in.q, in.k, a.qk.k.heads, d, in.v, in.v_dim, in);
   }
 }
 

@@ -11,6 +11,18 @@
 
 namespace grape::cpu {
 
+/// K and V on tokens of their own (a query chunk against another part of the sequence, new queries
+/// against cached keys): their layout and positions; the batch is Q's. Sequence b's queries are
+/// Q's sequence b, its keys these. causal then aligns the ends, as flash-attention does: query i of
+/// q_len sees key j of k_len when j − (k_len − q_len) <= i (the queries are the keys' last
+/// tokens), and a window counts in the same coordinates.
+struct key_tokens {
+  std::int64_t seq_len = 0;                  // padded layouts: the keys of each sequence
+  const std::int64_t* cu_seqlens = nullptr;  // varlen: batch + 1 offsets of the keys' tokens
+  const void* position_ids = nullptr;        // [num_axes, key tokens], of qk.position_type
+  const std::int64_t* offsets = nullptr;     // [batch]; only without position_ids
+};
+
 struct attention_args {
   rotate_qk_args qk;       // Q and K (read from .in; .out unused), tokens, positions, storage type
   qk_tensor v;             // V (read from .in): the tokens of K, v.heads dividing Q's heads
@@ -20,6 +32,7 @@ struct attention_args {
   bool causal = true;
   std::int64_t window = 0; // > 0: sliding window of this many keys (both sides when not causal)
   float scale = 0;         // 0: 1/sqrt(head_dim)
+  const key_tokens* keys = nullptr;  // K and V on tokens of their own, or null: Q's tokens
 };
 
 /// Attention with no encoding (the baseline the encodings are measured against).

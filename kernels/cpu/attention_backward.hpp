@@ -114,29 +114,30 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
   const auto run = [&](const std::vector<float>& qe, const std::vector<float>& ke, std::int64_t k_heads, int qk_dim,
                        std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) {
     for (std::size_t b = 0; b < s.first.size(); ++b) {
-      const std::int64_t f = s.first[b];
-      const detail::flash_sequence seq{qe.data() + f * heads * qk_dim, ke.data() + f * k_heads * qk_dim,
-                                       v.data() + f * a.v.heads * v_dim, o.data() + f * heads * v_dim,
-                                       a.lse, s.total, f, s.len[b], heads, k_heads, a.v.heads, qk_dim, v_dim,
-                                       a.causal, a.window, bf16_products};
+      const std::int64_t f = s.first[b], kf = in.seqs.k.first[b];
+      detail::flash_sequence seq{qe.data() + f * heads * qk_dim, ke.data() + kf * k_heads * qk_dim,
+                                 v.data() + kf * a.v.heads * v_dim, o.data() + f * heads * v_dim,
+                                 a.lse, s.total, f, s.len[b], heads, k_heads, a.v.heads, qk_dim, v_dim,
+                                 a.causal, a.window, bf16_products};
+      detail::set_keys(seq, a, in.seqs, b);
       const detail::flash_gradients grads{dout.data() + f * heads * v_dim, delta.data() + f * heads,
-                                          dq.data() + f * heads * qk_dim, dk.data() + f * k_heads * qk_dim,
-                                          dv.data() + f * a.v.heads * v_dim};
+                                          dq.data() + f * heads * qk_dim, dk.data() + kf * k_heads * qk_dim,
+                                          dv.data() + kf * a.v.heads * v_dim};
       const auto per_logit = [&](int thread, std::int64_t h, std::int64_t i, std::int64_t j, float ds) {
         if constexpr (bias_gradient && !row_gradient)
           bias->accumulate_grad(static_cast<int>(h), std::array<std::int64_t, 1>{in.pos[f + i]},
-                                std::array<std::int64_t, 1>{in.pos[f + j]}, ds, accumulators[thread].data());
+                                std::array<std::int64_t, 1>{in.k_pos[kf + j]}, ds, accumulators[thread].data());
       };
       const detail::whole_rows per_row{[&](int thread, std::int64_t h, std::int64_t i, const float* ds, std::int64_t len) {
         if constexpr (row_gradient)
-          bias->accumulate_row_grad(static_cast<int>(h), in.pos[f + i], in.pos.data() + f, ds, len,
+          bias->accumulate_row_grad(static_cast<int>(h), in.pos[f + i], in.k_pos.data() + kf, ds, len,
                                     accumulators[thread].data());
       }};
       const auto backward = [&](const auto& accumulate) {
         const auto* wanted = accumulator_size ? &accumulate : nullptr;
         if constexpr (detail::attention_inputs<Instance>::has_bias)
-          detail::flash_sequence_backward(seq, grads, detail::sequence_bias<detail::attention_inputs<Instance>>{in, f},
-                                          wanted, a.qk.threads);
+          detail::flash_sequence_backward(
+              seq, grads, detail::sequence_bias<detail::attention_inputs<Instance>>{in, f, kf}, wanted, a.qk.threads);
         else
           detail::flash_sequence_backward(seq, grads, detail::no_bias{}, wanted, a.qk.threads);
       };
@@ -164,7 +165,7 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
   } else {
     std::vector<float> q_in, k_in;  // the rotation's inputs, for its parameters' gradients
     if (g.grad_inv_freq || g.grad_phases) q_in = q, k_in = k;
-    if constexpr (is_rotation) rotate_qk(rotation_part(inst), detail::contiguous_f32(a.qk, q.data(), k.data(), d));
+    if constexpr (is_rotation) in.rotate(rotation_part(inst), a, q.data(), k.data(), false);
     std::optional<detail::phase_call> phases;  // contextual GRAPE-M: the same rotation, then its transpose
     if constexpr (rotates_by_phase<Instance>) {
       phases = detail::phase_call_of(inst, detail::positions_of(a.qk, s), a.qk.q.heads, a.qk.k.heads);
@@ -178,12 +179,20 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
                                   dq.data(), dk.data(), g.grad_inv_freq, g.grad_phases);
       grape_m_rotate_qk_backward(phases->spec,
                                  detail::without_positions(detail::contiguous_f32(a.qk, dq.data(), dk.data(), d)));
-    } else if (g.grad_inv_freq) {
+    } else if (g.grad_inv_freq && !a.keys) {
       rotate_qk_inv_freq_grad(*planes, detail::contiguous_f32(a.qk, q_in.data(), k_in.data(), d), dq.data(),
                               dk.data(), g.grad_inv_freq, position_origin::sequence_start);
+    } else if (g.grad_inv_freq) {
+      // Q's and K's tokens apart: each side's share, counted from position 0 (the sequence-start
+      // origin's cancellation needs both sides in one sum).
+      std::vector<double> key_share(planes->inv_freq.size());
+      rotate_qk_inv_freq_grad(*planes, detail::contiguous_f32(detail::query_args(a), q_in.data(), nullptr, d),
+                              dq.data(), nullptr, g.grad_inv_freq);
+      rotate_qk_inv_freq_grad(*planes, detail::contiguous_f32(detail::key_args(a), nullptr, k_in.data(), d), nullptr,
+                              dk.data(), key_share.data());
+      for (std::size_t i = 0; i < key_share.size(); ++i) g.grad_inv_freq[i] += key_share[i];
     }
-    if constexpr (is_rotation)
-      rotate_qk_backward(rotation_part(inst), detail::contiguous_f32(a.qk, dq.data(), dk.data(), d));
+    if constexpr (is_rotation) in.rotate(rotation_part(inst), a, dq.data(), dk.data(), true);
   }
   detail::from_float(a.qk.type, dq, scale, g.grad_q);
   detail::from_float(a.qk.type, dk, 1.0f, g.grad_k);

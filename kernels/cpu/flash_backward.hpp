@@ -35,6 +35,7 @@ struct no_logit_gradient {
 /// Whether some query of [i0, i1) sees some key of [j0, j1).
 inline bool block_visible(const flash_sequence& s, std::int64_t i0, std::int64_t i1, std::int64_t j0,
                           std::int64_t j1) {
+  j0 -= s.key_shift, j1 -= s.key_shift;  // as query indices
   if (s.causal && i1 - 1 < j0) return false;
   if (s.window <= 0) return true;
   const std::int64_t gap = s.causal ? std::max<std::int64_t>(0, i0 - (j1 - 1))
@@ -98,8 +99,8 @@ void backward_query_block_with(const flash_sequence& s, const flash_gradients& g
                                std::int64_t h, std::int64_t i0, std::int64_t i1, const Bias& bias,
                                const backward_tiles& t, const OnLogit* on_logit) {
   const std::int64_t kh = h / (s.q_heads / s.k_heads), queries = i1 - i0;
-  for (std::int64_t j0 = 0; j0 < s.len; j0 += flash_block) {
-    const std::int64_t j1 = std::min(s.len, j0 + flash_block), keys = j1 - j0;
+  for (std::int64_t j0 = 0; j0 < s.keys(); j0 += flash_block) {
+    const std::int64_t j1 = std::min(s.keys(), j0 + flash_block), keys = j1 - j0;
     if (!block_visible(s, i0, i1, j0, j1)) continue;
     backward_tile(s, g, ops, h, i0, i1, j0, j1, bias, t, on_logit);
     ops.add_dq(t, g.grad_q, h, kh, i0, j0 / flash_block, queries, keys);
@@ -128,7 +129,7 @@ void backward_query_block(const flash_sequence& s, const flash_gradients& g, con
 /// two passes' items are the query heads' blocks). The problem alone decides, not the thread count.
 inline std::int64_t dq_lanes(const flash_sequence& s, std::int64_t groups) {
   constexpr std::int64_t budget_bytes = std::int64_t{512} << 20, min_items = 8;
-  const std::int64_t blocks = (s.len + flash_block - 1) / flash_block;
+  const std::int64_t blocks = (s.keys() + flash_block - 1) / flash_block;
   const std::int64_t lane_bytes = s.len * s.q_heads * s.qk_dim * static_cast<std::int64_t>(sizeof(float));
   std::int64_t lanes = std::clamp<std::int64_t>(blocks, 1, 4);
   while (lanes > 1 && (lanes - 1) * lane_bytes > budget_bytes) --lanes;
@@ -141,7 +142,7 @@ template <class Products, class Bias, class Accumulate>
 void one_pass_backward(const flash_sequence& s, const flash_gradients& g, const Products& ops,
                        const Bias& bias, const Accumulate* accumulate, std::int64_t groups, std::int64_t per_group,
                        std::int64_t lanes, int threads) {
-  const std::int64_t blocks = (s.len + flash_block - 1) / flash_block;
+  const std::int64_t blocks = (s.keys() + flash_block - 1) / flash_block;
   const std::int64_t lane_floats = s.len * s.q_heads * s.qk_dim;
   std::vector<float> extra(static_cast<std::size_t>((lanes - 1) * lane_floats), 0.0f);
   const auto lane = [&](std::int64_t l) { return l == 0 ? g.grad_q : extra.data() + (l - 1) * lane_floats; };
@@ -154,7 +155,7 @@ void one_pass_backward(const flash_sequence& s, const flash_gradients& g, const 
     };
     const backward_tiles t(thread_scratch);
     for (std::int64_t b = l; b < blocks; b += lanes) {
-      const std::int64_t j0 = b * flash_block, j1 = std::min(s.len, j0 + flash_block);
+      const std::int64_t j0 = b * flash_block, j1 = std::min(s.keys(), j0 + flash_block);
       backward_key_block(s, g, ops, group * per_group, (group + 1) * per_group, j0, j1, bias, t, lane(l),
                          accumulate ? &on_logit : nullptr);
     }
@@ -187,11 +188,12 @@ void two_pass_backward(const flash_sequence& s, const flash_gradients& g, const 
                        const Bias& bias, const Accumulate* accumulate, std::int64_t groups, std::int64_t per_group,
                        int threads) {
   const std::int64_t blocks = (s.len + flash_block - 1) / flash_block;
+  const std::int64_t key_blocks = (s.keys() + flash_block - 1) / flash_block, keys = s.keys();
   const int scratch = static_cast<int>(backward_tiles::scratch_floats(ops.work_floats()));
-  launch_items(groups * blocks, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
-    const std::int64_t group = w / blocks, b = w % blocks;
+  launch_items(groups * key_blocks, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
+    const std::int64_t group = w / key_blocks, b = w % key_blocks;
     backward_key_block(s, g, ops, group * per_group, (group + 1) * per_group, b * flash_block,
-                       std::min(s.len, (b + 1) * flash_block), bias, backward_tiles(thread_scratch));
+                       std::min(keys, (b + 1) * flash_block), bias, backward_tiles(thread_scratch));
   });
   launch_items(s.q_heads * blocks, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
     const std::int64_t h = w / blocks, b = w % blocks;
@@ -199,13 +201,13 @@ void two_pass_backward(const flash_sequence& s, const flash_gradients& g, const 
     const std::int64_t i0 = b * flash_block, i1 = std::min(s.len, (b + 1) * flash_block);
     const backward_tiles t(thread_scratch);
     if constexpr (takes_whole_rows<Accumulate>) {
-      std::vector<float> rows(accumulate ? static_cast<std::size_t>((i1 - i0) * s.len) : 0, 0.0f);
+      std::vector<float> rows(accumulate ? static_cast<std::size_t>((i1 - i0) * keys) : 0, 0.0f);
       const auto on_logit = [&](std::int64_t, std::int64_t i, std::int64_t j, float ds) {
-        rows[(i - i0) * s.len + j] = ds;
+        rows[(i - i0) * keys + j] = ds;
       };
       backward_query_block(s, g, ops, h, i0, i1, bias, t, accumulate ? &on_logit : nullptr);
       if (accumulate)
-        for (std::int64_t i = i0; i < i1; ++i) accumulate->row(thread, h, i, rows.data() + (i - i0) * s.len, s.len);
+        for (std::int64_t i = i0; i < i1; ++i) accumulate->row(thread, h, i, rows.data() + (i - i0) * keys, keys);
     } else {
       const auto on_logit = [&](std::int64_t head, std::int64_t i, std::int64_t j, float ds) {
         (*accumulate)(thread, head, i, j, ds);
@@ -221,11 +223,9 @@ void two_pass_backward(const flash_sequence& s, const flash_gradients& g, const 
 template <class Bias, class Accumulate>
 void flash_sequence_backward(const flash_sequence& s, const flash_gradients& g, const Bias& bias,
                              const Accumulate* accumulate, int threads) {
-  for (std::int64_t i = 0; i < s.len; ++i) {
-    std::fill_n(g.grad_q + i * s.q_heads * s.qk_dim, s.q_heads * s.qk_dim, 0.0f);
-    std::fill_n(g.grad_k + i * s.k_heads * s.qk_dim, s.k_heads * s.qk_dim, 0.0f);
-    std::fill_n(g.grad_v + i * s.v_heads * s.v_dim, s.v_heads * s.v_dim, 0.0f);
-  }
+  std::fill_n(g.grad_q, s.len * s.q_heads * s.qk_dim, 0.0f);
+  std::fill_n(g.grad_k, s.keys() * s.k_heads * s.qk_dim, 0.0f);
+  std::fill_n(g.grad_v, s.keys() * s.v_heads * s.v_dim, 0.0f);
   // Key blocks: a group of query heads owns its K and V head's rows when K and V have the same
   // heads; otherwise one item owns the block's rows of every head.
   const std::int64_t groups = s.k_heads == s.v_heads ? s.k_heads : 1, per_group = s.q_heads / groups;

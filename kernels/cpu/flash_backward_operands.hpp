@@ -38,11 +38,11 @@ inline flash_backward_operands pack_backward_operands(const flash_sequence& s, c
                                                       int threads) {
   using packed::lhs_floats;
   constexpr std::int64_t B = flash_block;
-  const std::int64_t blocks = (s.len + B - 1) / B;
+  const std::int64_t blocks = (s.len + B - 1) / B, key_blocks = (s.keys() + B - 1) / B;
   flash_backward_operands p;
-  p.k_rows.shape(s.k_heads, blocks, lhs_floats(B, s.qk_dim));
-  p.k_cols.shape(s.k_heads, blocks, lhs_floats(B, s.qk_dim));
-  p.v_rows.shape(s.v_heads, blocks, lhs_floats(B, s.v_dim));
+  p.k_rows.shape(s.k_heads, key_blocks, lhs_floats(B, s.qk_dim));
+  p.k_cols.shape(s.k_heads, key_blocks, lhs_floats(B, s.qk_dim));
+  p.v_rows.shape(s.v_heads, key_blocks, lhs_floats(B, s.v_dim));
   p.q_cols.shape(s.q_heads, blocks, lhs_floats(B, s.qk_dim));
   p.o_cols.shape(s.q_heads, blocks, lhs_floats(B, s.v_dim));
   p.q_rhs.shape(s.q_heads, 1, s.len * s.qk_dim);
@@ -50,10 +50,10 @@ inline flash_backward_operands pack_backward_operands(const flash_sequence& s, c
   const std::int64_t ldk = s.k_heads * s.qk_dim, ldv = s.v_heads * s.v_dim;
   const std::int64_t ldq = s.q_heads * s.qk_dim, ldo = s.q_heads * s.v_dim;
   // Items: per (head, block) the lhs blocks of K and V, then of Q and dO; then per head the rhs.
-  const std::int64_t key_items = std::max(s.k_heads, s.v_heads) * blocks, query_items = s.q_heads * blocks;
+  const std::int64_t key_items = std::max(s.k_heads, s.v_heads) * key_blocks, query_items = s.q_heads * blocks;
   launch_items(key_items + query_items + s.q_heads, 0, threads, [&](std::int64_t w, float*) {
     if (w < key_items) {
-      const std::int64_t head = w / blocks, b = w % blocks, j0 = b * B, n = std::min(B, s.len - j0);
+      const std::int64_t head = w / key_blocks, b = w % key_blocks, j0 = b * B, n = std::min(B, s.keys() - j0);
       if (head < s.k_heads) {
         const float* k = s.k + (j0 * s.k_heads + head) * s.qk_dim;
         packed::pack_lhs<Eigen::RowMajor>(p.k_rows.at(head, b), k, ldk, n, s.qk_dim);

@@ -82,14 +82,14 @@ struct f32_backward_products {
 
 struct bf16_backward_products {
   const flash_sequence& s;
-  std::int64_t blocks, lq, lo, lt;  // key blocks; bf16 row lengths of Q', dO and of a transposed row (len)
+  std::int64_t blocks, lq, lo, lt;  // key blocks; bf16 row lengths of Q', dO and of a transposed row (queries)
   bf16::buffer q_rows, o_rows;      // A of S and dP: per head [len × lq], [len × lo]
   bf16::buffer q_cols, o_cols;      // A of dK'ᵀ and dVᵀ: per head [qk_dim × lt], [v_dim × lt]
   bf16::buffer k_t, v_t, k_b;       // B of S (K'ᵀ), of dP (Vᵀ) and of dQ' (K'), per (KV head, key block)
   std::int64_t kt_block, vt_block, kb_block;
 
   bf16_backward_products(const flash_sequence& seq, const flash_gradients& g, int threads)
-      : s(seq), blocks((seq.len + flash_block - 1) / flash_block), lq(bf16::row_elements(seq.qk_dim)),
+      : s(seq), blocks((seq.keys() + flash_block - 1) / flash_block), lq(bf16::row_elements(seq.qk_dim)),
         lo(bf16::row_elements(seq.v_dim)), lt(bf16::row_elements(seq.len)),
         kt_block(bf16::packed_elements(seq.qk_dim, flash_block)),
         vt_block(bf16::packed_elements(seq.v_dim, flash_block)),
@@ -117,7 +117,7 @@ struct bf16_backward_products {
         return;
       }
       const std::int64_t head = (w - s.q_heads) / blocks, b = (w - s.q_heads) % blocks;
-      const std::int64_t j0 = b * flash_block, keys = std::min(flash_block, s.len - j0);
+      const std::int64_t j0 = b * flash_block, keys = std::min(flash_block, s.keys() - j0);
       if (head < s.k_heads) {
         const float* k = s.k + (j0 * s.k_heads + head) * s.qk_dim;
         bf16::pack_b(k_t.data() + (head * blocks + b) * kt_block, k, 1, ldk, s.qk_dim, keys);  // K'ᵀ

@@ -40,10 +40,11 @@ void flash_rows_with(const flash_sequence& s, const Products& products, std::int
   acc.setZero();
   const auto block = products.start(s, h, i0, rows, S.data() + line_floats(rows * ld));
   Eigen::ArrayXf row_max = Eigen::ArrayXf::Constant(rows, minus_inf), row_sum = Eigen::ArrayXf::Zero(rows);
-  const std::int64_t j_end = s.causal ? i1 : s.len;
-  const std::int64_t j_begin = s.window > 0 ? std::max<std::int64_t>(0, i0 - s.window + 1) : 0;
+  // The keys the mask can let in (key j meets it as query index j − key_shift).
+  const std::int64_t keys = s.keys(), j_end = s.causal ? std::min(keys, i1 + s.key_shift) : keys;
+  const std::int64_t j_begin = s.window > 0 ? std::max<std::int64_t>(0, i0 + s.key_shift - s.window + 1) : 0;
   for (std::int64_t j0 = j_begin - j_begin % flash_key_tile; j0 < j_end; j0 += flash_key_tile) {
-    const std::int64_t cols = std::min(flash_key_tile, s.len - j0), t = j0 / flash_key_tile;
+    const std::int64_t cols = std::min(flash_key_tile, keys - j0), t = j0 / flash_key_tile;
     const auto [first, last] = rows_seeing(s, i0, i1, j0, j0 + cols);
     if (first == last) continue;
     const std::int64_t r0 = first - i0, n = last - first;

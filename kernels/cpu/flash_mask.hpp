@@ -10,9 +10,12 @@
 
 namespace grape::cpu::detail {
 
-/// One sequence's encoded operands, contiguous: Q [len, q_heads, qk_dim], K [len, k_heads, qk_dim]
-/// (K lifted per query head has q_heads heads), V [len, v_heads, v_dim]; out [len, q_heads, v_dim]
-/// in float32; lse [q_heads, lse_stride] at column `first` + query index.
+/// One sequence's encoded operands, contiguous: Q [len, q_heads, qk_dim], K [keys(), k_heads,
+/// qk_dim] (K lifted per query head has q_heads heads), V [keys(), v_heads, v_dim]; out [len,
+/// q_heads, v_dim] in float32; lse [q_heads, lse_stride] at column `first` + query index. Queries
+/// and keys are the same tokens (k_len −1), or the keys have tokens of their own (a query chunk
+/// against another part of the sequence, new queries against a cache): then key j meets the mask
+/// as the query index j − key_shift.
 struct flash_sequence {
   const float* q = nullptr;
   const float* k = nullptr;
@@ -26,6 +29,10 @@ struct flash_sequence {
   bool causal = true;
   std::int64_t window = 0;  // > 0: key j is seen by query i only when i − j < window
   bool bf16_products = false;  // the products on bf16 tiles (matmul_path::avx512_bf16), else float32
+  std::int64_t k_len = -1;     // keys: −1, the queries' tokens; else a count of their own
+  std::int64_t key_shift = 0;  // key j is masked as query index j − key_shift
+
+  std::int64_t keys() const { return k_len < 0 ? len : k_len; }
 };
 
 /// Queries and keys per tile of the backward.
@@ -33,6 +40,7 @@ inline constexpr std::int64_t flash_block = 64;
 
 /// Whether query i sees key j (sequence indices): causal, sliding window.
 inline bool flash_sees(const flash_sequence& s, std::int64_t i, std::int64_t j) {
+  j -= s.key_shift;
   return (!s.causal || j <= i) && (s.window <= 0 || (i - j < s.window && (s.causal || j - i < s.window)));
 }
 
@@ -43,6 +51,7 @@ struct no_bias {
 
 /// Whether every query of [i0, i1) sees every key of [j0, j1).
 inline bool tile_all_seen(const flash_sequence& s, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+  j0 -= s.key_shift, j1 -= s.key_shift;
   if (s.causal && j1 - 1 > i0) return false;
   if (s.window <= 0) return true;
   return i1 - 1 - j0 < s.window && (s.causal || j1 - 1 - i0 < s.window);
@@ -53,10 +62,11 @@ inline bool tile_all_seen(const flash_sequence& s, std::int64_t i0, std::int64_t
 inline std::pair<std::int64_t, std::int64_t> columns_seen(const flash_sequence& s, std::int64_t i, std::int64_t j0,
                                                           std::int64_t cols) {
   std::int64_t lo = j0, hi = j0 + cols;  // keys
-  if (s.causal) hi = std::min(hi, i + 1);
+  const std::int64_t at = i + s.key_shift;  // the query's place among the keys
+  if (s.causal) hi = std::min(hi, at + 1);
   if (s.window > 0) {
-    lo = std::max(lo, i - s.window + 1);
-    if (!s.causal) hi = std::min(hi, i + s.window);
+    lo = std::max(lo, at - s.window + 1);
+    if (!s.causal) hi = std::min(hi, at + s.window);
   }
   lo = std::min(lo, j0 + cols);
   return {lo - j0, std::max(lo, hi) - j0};
@@ -93,6 +103,7 @@ struct row_range {
 inline row_range rows_seeing(const flash_sequence& s, std::int64_t i0, std::int64_t i1, std::int64_t j0,
                              std::int64_t j1) {
   std::int64_t first = i0, last = i1;
+  j0 -= s.key_shift, j1 -= s.key_shift;
   if (s.causal) first = std::max(first, j0);
   if (s.window > 0) {
     last = std::min(last, j1 - 1 + s.window);

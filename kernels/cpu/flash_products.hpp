@@ -27,7 +27,7 @@ inline constexpr std::int64_t flash_query_block = 256, flash_key_tile = 128;
 /// Calls pack(head, tile, is_k) for every K and V tile of a sequence, on the call's threads.
 template <class Pack>
 void for_each_key_tile(const flash_sequence& s, int threads, const Pack& pack) {
-  const std::int64_t tiles = (s.len + flash_key_tile - 1) / flash_key_tile, k_items = s.k_heads * tiles;
+  const std::int64_t tiles = (s.keys() + flash_key_tile - 1) / flash_key_tile, k_items = s.k_heads * tiles;
   launch_items(k_items + s.v_heads * tiles, 0, threads, [&](std::int64_t w, float*) {
     const bool is_k = w < k_items;
     const std::int64_t item = is_k ? w : w - k_items;
@@ -41,11 +41,11 @@ struct f32_tile_products {
   packed::blocks k, v;
 
   f32_tile_products(const flash_sequence& s, int threads) {
-    const std::int64_t tiles = (s.len + flash_key_tile - 1) / flash_key_tile;
+    const std::int64_t tiles = (s.keys() + flash_key_tile - 1) / flash_key_tile;
     k.shape(s.k_heads, tiles, packed::lhs_floats(flash_key_tile, s.qk_dim));
     v.shape(s.v_heads, tiles, packed::lhs_floats(flash_key_tile, s.v_dim));
     for_each_key_tile(s, threads, [&](std::int64_t head, std::int64_t t, bool is_k) {
-      const std::int64_t j0 = t * flash_key_tile, keys = std::min(flash_key_tile, s.len - j0);
+      const std::int64_t j0 = t * flash_key_tile, keys = std::min(flash_key_tile, s.keys() - j0);
       if (is_k)
         packed::pack_lhs<Eigen::RowMajor>(k.at(head, t), s.k + (j0 * s.k_heads + head) * s.qk_dim,
                                           s.k_heads * s.qk_dim, keys, s.qk_dim);
@@ -102,13 +102,13 @@ struct bf16_tile_products {
   std::int64_t tiles = 0, k_block = 0, v_block = 0;
 
   bf16_tile_products(const flash_sequence& s, int threads)
-      : tiles((s.len + flash_key_tile - 1) / flash_key_tile),
+      : tiles((s.keys() + flash_key_tile - 1) / flash_key_tile),
         k_block(bf16::packed_elements(s.qk_dim, flash_key_tile)),
         v_block(bf16::packed_elements(flash_key_tile, s.v_dim)) {
     k.resize(static_cast<std::size_t>(s.k_heads * tiles * k_block));
     v.resize(static_cast<std::size_t>(s.v_heads * tiles * v_block));
     for_each_key_tile(s, threads, [&](std::int64_t head, std::int64_t t, bool is_k) {
-      const std::int64_t j0 = t * flash_key_tile, keys = std::min(flash_key_tile, s.len - j0);
+      const std::int64_t j0 = t * flash_key_tile, keys = std::min(flash_key_tile, s.keys() - j0);
       if (is_k)  // B = Kᵀ: element (channel c, key n) at K[n][c]
         bf16::pack_b(k_at(head, t), s.k + (j0 * s.k_heads + head) * s.qk_dim, 1, s.k_heads * s.qk_dim, s.qk_dim, keys);
       else  // B = V: element (key k, channel n) at V[k][n]

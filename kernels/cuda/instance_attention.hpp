@@ -92,6 +92,7 @@ inline flash_operands attention_operands(const cpu::attention_args& a, const voi
                     fmt::format("total_tokens: must be batch·seq_len = {} (got {})", qk.batch * qk.seq_len,
                                 total_tokens));
   detail::require(!qk.qk_norm && !qk.kv_cache && !qk.cache, "qk.qk_norm, qk.kv_cache, qk.cache: must be null");
+  detail::require(a.keys == nullptr, "keys: K and V on tokens of their own run on the CPU only (cpu::attention)");
   detail::require(qk.q.in != nullptr && qk.k.in != nullptr && a.v.in != nullptr, "q.in, k.in, v.in: must not be null");
   detail::require(a.out != nullptr, "out: must not be null");
   detail::check_attention_operand(qk.q, qk, total_tokens, head_dim, "q");
