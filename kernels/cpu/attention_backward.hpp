@@ -55,6 +55,13 @@ struct gives_gradient<const B*> : std::bool_constant<BiasWithGradient<B> || Bias
 template <>
 struct gives_gradient<const void*> : std::false_type {};
 template <class P>
+struct gives_tile_gradient : std::false_type {};
+template <class B>
+struct gives_tile_gradient<const B*>
+    : std::bool_constant<requires(const B& b, const std::int64_t* p, const float* g, double* acc) {
+        b.accumulate_tile_grad(0, p, std::int64_t{1}, p, std::int64_t{1}, g, std::int64_t{1}, acc);
+      }> {};
+template <class P>
 struct gives_row_gradient : std::false_type {};
 template <class B>
 struct gives_row_gradient<const B*> : std::bool_constant<BiasWithRowGradient<B>> {};
@@ -81,6 +88,7 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
   [[maybe_unused]] const auto* bias = in.bias;
   constexpr bool bias_gradient = detail::gives_gradient<decltype(in.bias)>::value;
   constexpr bool row_gradient = detail::gives_row_gradient<decltype(in.bias)>::value;
+  constexpr bool tile_gradient = detail::gives_tile_gradient<decltype(in.bias)>::value;
   constexpr bool is_lift = requires { inst.reps; };
   constexpr bool is_rotation = requires { rotation_part(inst).rep; };
   std::size_t accumulator_size = 0;
@@ -128,6 +136,13 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
           bias->accumulate_grad(static_cast<int>(h), std::array<std::int64_t, 1>{in.pos[f + i]},
                                 std::array<std::int64_t, 1>{in.k_pos[kf + j]}, ds, accumulators[thread].data());
       };
+      // A bias that takes a whole tile's logit gradients (gated GRAPE-A) gets them so, not logit by logit.
+      const auto per_tile = [&](int thread, std::int64_t h, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+                                std::int64_t cols, const float* ds, std::int64_t ld) {
+        if constexpr (tile_gradient)
+          bias->accumulate_tile_grad(static_cast<int>(h), in.pos.data() + f + i0, rows, in.pos.data() + f + j0, cols, ds,
+                                     ld, accumulators[thread].data());
+      };
       const detail::whole_rows per_row{[&](int thread, std::int64_t h, std::int64_t i, const float* ds, std::int64_t len) {
         if constexpr (row_gradient)
           bias->accumulate_row_grad(static_cast<int>(h), in.pos[f + i], in.k_pos.data() + kf, ds, len,
@@ -143,6 +158,8 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
       };
       if constexpr (row_gradient)
         backward(per_row);
+      else if constexpr (tile_gradient)
+        backward(detail::with_tiles<decltype(per_logit), decltype(per_tile)>{per_logit, per_tile});
       else
         backward(per_logit);
     }

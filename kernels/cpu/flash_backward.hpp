@@ -32,6 +32,36 @@ struct no_logit_gradient {
   void operator()(std::int64_t, std::int64_t, std::int64_t, float) const {}
 };
 
+/// An accumulator that also takes a whole tile's logit gradients at once:
+/// tile(thread, h, i0, rows, j0, cols, dS, ld), dS row r at dS + r·ld (gated GRAPE-A's
+/// accumulate_tile_grad), 0 where the logit is hidden.
+template <class PerLogit, class PerTile>
+struct with_tiles {
+  PerLogit logit;
+  PerTile tile;
+  void operator()(int thread, std::int64_t h, std::int64_t i, std::int64_t j, float ds) const {
+    logit(thread, h, i, j, ds);
+  }
+};
+template <class A>
+constexpr bool takes_tiles = false;
+template <class F, class G>
+constexpr bool takes_tiles<with_tiles<F, G>> = true;
+
+/// The accumulator as one thread's work items see it (backward_tile's on_logit).
+template <class Accumulate>
+struct thread_accumulator {
+  const Accumulate* accumulate;
+  int thread;
+  void operator()(std::int64_t h, std::int64_t i, std::int64_t j, float ds) const { (*accumulate)(thread, h, i, j, ds); }
+  void whole_tile(std::int64_t h, std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols,
+                  const float* dS, std::int64_t ld) const
+    requires takes_tiles<Accumulate>
+  {
+    accumulate->tile(thread, h, i0, rows, j0, cols, dS, ld);
+  }
+};
+
 /// Whether some query of [i0, i1) sees some key of [j0, j1).
 inline bool block_visible(const flash_sequence& s, std::int64_t i0, std::int64_t i1, std::int64_t j0,
                           std::int64_t j1) {
@@ -65,10 +95,14 @@ void backward_tile(const flash_sequence& s, const flash_gradients& g, const Prod
     P.row(r).array() = (P.row(r).array() - shift[r]).exp();
     dS.row(r).array() = P.row(r).array() * (dS.row(r).array() - D[r]);
   }
-  if (on_logit)
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        if (P(r, c) != 0.0f) (*on_logit)(h, i0 + r, j0 + c, dS(r, c));
+  if (on_logit) {
+    if constexpr (requires { on_logit->whole_tile(h, i0, rows, j0, cols, t.ds, t.ld); })
+      on_logit->whole_tile(h, i0, rows, j0, cols, t.ds, t.ld);  // a hidden logit's dS is 0
+    else
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          if (P(r, c) != 0.0f) (*on_logit)(h, i0 + r, j0 + c, dS(r, c));
+  }
 }
 
 /// dK' and dV of key block [j0, j1) for query heads [h0, h1): every query block that sees it. With
@@ -149,10 +183,7 @@ void one_pass_backward(const flash_sequence& s, const flash_gradients& g, const 
   const int scratch = static_cast<int>(backward_tiles::scratch_floats(ops.work_floats()));
   launch_items(groups * lanes, scratch, threads, [&](std::int64_t w, float* thread_scratch) {
     const std::int64_t group = w / lanes, l = w % lanes;
-    const int thread = thread_index();
-    const auto on_logit = [&](std::int64_t h, std::int64_t i, std::int64_t j, float ds) {
-      (*accumulate)(thread, h, i, j, ds);
-    };
+    const thread_accumulator<Accumulate> on_logit{accumulate, thread_index()};
     const backward_tiles t(thread_scratch);
     for (std::int64_t b = l; b < blocks; b += lanes) {
       const std::int64_t j0 = b * flash_block, j1 = std::min(s.keys(), j0 + flash_block);
@@ -209,9 +240,7 @@ void two_pass_backward(const flash_sequence& s, const flash_gradients& g, const 
       if (accumulate)
         for (std::int64_t i = i0; i < i1; ++i) accumulate->row(thread, h, i, rows.data() + (i - i0) * keys, keys);
     } else {
-      const auto on_logit = [&](std::int64_t head, std::int64_t i, std::int64_t j, float ds) {
-        (*accumulate)(thread, head, i, j, ds);
-      };
+      const thread_accumulator<Accumulate> on_logit{accumulate, thread};
       backward_query_block(s, g, ops, h, i0, i1, bias, t, accumulate ? &on_logit : nullptr);
     }
   });

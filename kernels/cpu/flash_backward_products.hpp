@@ -82,41 +82,46 @@ struct f32_backward_products {
 
 struct bf16_backward_products {
   const flash_sequence& s;
-  std::int64_t blocks, lq, lo, lt;  // key blocks; bf16 row lengths of Q', dO and of a transposed row (queries)
-  bf16::buffer q_rows, o_rows;      // A of S and dP: per head [len × lq], [len × lo]
-  bf16::buffer q_cols, o_cols;      // A of dK'ᵀ and dVᵀ: per head [qk_dim × lt], [v_dim × lt]
+  std::int64_t blocks, query_blocks, lq, lo;  // 64-key and 64-query blocks; bf16 row lengths of Q' and dO
+  bf16::buffer q_rows, o_rows;   // A of S and dP: per head [len × lq], [len × lo]
+  bf16::buffer q_cols, o_cols;   // A of dK'ᵀ and dVᵀ: per (head, query block) [qk_dim × 64], [v_dim × 64]
+                                 // (per block, not per sequence: rows a sequence apart would all
+                                 // fall in the same cache sets)
   bf16::buffer k_t, v_t, k_b;       // B of S (K'ᵀ), of dP (Vᵀ) and of dQ' (K'), per (KV head, key block)
   std::int64_t kt_block, vt_block, kb_block;
 
   bf16_backward_products(const flash_sequence& seq, const flash_gradients& g, int threads)
-      : s(seq), blocks((seq.keys() + flash_block - 1) / flash_block), lq(bf16::row_elements(seq.qk_dim)),
-        lo(bf16::row_elements(seq.v_dim)), lt(bf16::row_elements(seq.len)),
+      : s(seq), blocks((seq.keys() + flash_block - 1) / flash_block),
+        query_blocks((seq.len + flash_block - 1) / flash_block), lq(bf16::row_elements(seq.qk_dim)),
+        lo(bf16::row_elements(seq.v_dim)),
         kt_block(bf16::packed_elements(seq.qk_dim, flash_block)),
         vt_block(bf16::packed_elements(seq.v_dim, flash_block)),
         kb_block(bf16::packed_elements(flash_block, seq.qk_dim)) {
     const auto size = [](bf16::buffer& b, std::int64_t n) { b.resize(static_cast<std::size_t>(n)); };
     size(q_rows, s.q_heads * s.len * lq);
     size(o_rows, s.q_heads * s.len * lo);
-    size(q_cols, s.q_heads * s.qk_dim * lt);
-    size(o_cols, s.q_heads * s.v_dim * lt);
+    size(q_cols, s.q_heads * query_blocks * s.qk_dim * flash_block);
+    size(o_cols, s.q_heads * query_blocks * s.v_dim * flash_block);
     size(k_t, s.k_heads * blocks * kt_block);
     size(k_b, s.k_heads * blocks * kb_block);
     size(v_t, s.v_heads * blocks * vt_block);
     const std::int64_t ldq = s.q_heads * s.qk_dim, ldo = s.q_heads * s.v_dim;
     const std::int64_t ldk = s.k_heads * s.qk_dim, ldv = s.v_heads * s.v_dim;
-    // Items: per query head its four sequence-long operands, then per (KV head, key block) its three.
-    const std::int64_t key_items = std::max(s.k_heads, s.v_heads) * blocks;
-    launch_items(s.q_heads + key_items, 0, threads, [&](std::int64_t w, float*) {
-      if (w < s.q_heads) {
-        const float* q = s.q + w * s.qk_dim;
-        const float* o = g.grad_out + w * s.v_dim;
-        bf16::round_rows(q_rows.data() + w * s.len * lq, lq, q, ldq, s.len, s.qk_dim);
-        bf16::round_rows(o_rows.data() + w * s.len * lo, lo, o, ldo, s.len, s.v_dim);
-        bf16::round_columns(q_cols.data() + w * s.qk_dim * lt, lt, q, ldq, s.qk_dim, s.len);
-        bf16::round_columns(o_cols.data() + w * s.v_dim * lt, lt, o, ldo, s.v_dim, s.len);
+    // Items: per (query head, block) its four operands, then per (KV head, key block) its three.
+    const std::int64_t query_items = s.q_heads * query_blocks, key_items = std::max(s.k_heads, s.v_heads) * blocks;
+    launch_items(query_items + key_items, 0, threads, [&](std::int64_t w, float*) {
+      if (w < query_items) {
+        const std::int64_t h = w / query_blocks, b = w % query_blocks, i0 = b * flash_block;
+        const std::int64_t n = std::min(flash_block, s.len - i0);
+        const float* q = s.q + (i0 * s.q_heads + h) * s.qk_dim;
+        const float* o = g.grad_out + (i0 * s.q_heads + h) * s.v_dim;
+        bf16::round_rows(q_rows.data() + (h * s.len + i0) * lq, lq, q, ldq, n, s.qk_dim);
+        bf16::round_rows(o_rows.data() + (h * s.len + i0) * lo, lo, o, ldo, n, s.v_dim);
+        bf16::round_columns(q_cols_at(h, b), flash_block, q, ldq, s.qk_dim, n);
+        bf16::round_columns(o_cols_at(h, b), flash_block, o, ldo, s.v_dim, n);
         return;
       }
-      const std::int64_t head = (w - s.q_heads) / blocks, b = (w - s.q_heads) % blocks;
+      const std::int64_t head = (w - query_items) / blocks, b = (w - query_items) % blocks;
       const std::int64_t j0 = b * flash_block, keys = std::min(flash_block, s.keys() - j0);
       if (head < s.k_heads) {
         const float* k = s.k + (j0 * s.k_heads + head) * s.qk_dim;
@@ -127,6 +132,19 @@ struct bf16_backward_products {
         bf16::pack_b(v_t.data() + (head * blocks + b) * vt_block, s.v + (j0 * s.v_heads + head) * s.v_dim, 1, ldv,
                      s.v_dim, keys);  // Vᵀ
     });
+  }
+
+  bf16::element* q_cols_at(std::int64_t h, std::int64_t b) {
+    return q_cols.data() + (h * query_blocks + b) * s.qk_dim * flash_block;
+  }
+  bf16::element* o_cols_at(std::int64_t h, std::int64_t b) {
+    return o_cols.data() + (h * query_blocks + b) * s.v_dim * flash_block;
+  }
+  const bf16::element* q_cols_at(std::int64_t h, std::int64_t b) const {
+    return q_cols.data() + (h * query_blocks + b) * s.qk_dim * flash_block;
+  }
+  const bf16::element* o_cols_at(std::int64_t h, std::int64_t b) const {
+    return o_cols.data() + (h * query_blocks + b) * s.v_dim * flash_block;
   }
 
   /// Work space: dS rounded to bf16 rows, P and dS packed as B, and dK'ᵀ, dVᵀ of a key block.
@@ -181,13 +199,10 @@ struct bf16_backward_products {
     void add(std::int64_t h, std::int64_t ib, std::int64_t queries) const {
       const flash_sequence& s = p.s;
       constexpr std::int64_t B = flash_block;
-      const std::int64_t i0 = ib * B;
       bf16::pack_b(w.p_packed, t.p, t.ld, 1, queries, keys);    // P [queries × keys]
       bf16::pack_b(w.ds_packed, t.ds, t.ld, 1, queries, keys);  // dS [queries × keys]
-      bf16::multiply(w.dv_t, B, p.o_cols.data() + h * s.v_dim * p.lt + i0, p.lt, w.p_packed, s.v_dim, keys, queries,
-                     true);
-      bf16::multiply(w.dk_t, B, p.q_cols.data() + h * s.qk_dim * p.lt + i0, p.lt, w.ds_packed, s.qk_dim, keys,
-                     queries, true);
+      bf16::multiply(w.dv_t, B, p.o_cols_at(h, ib), B, w.p_packed, s.v_dim, keys, queries, true);
+      bf16::multiply(w.dk_t, B, p.q_cols_at(h, ib), B, w.ds_packed, s.qk_dim, keys, queries, true);
     }
     void finish() const {
       const flash_sequence& s = p.s;

@@ -1,5 +1,5 @@
-// add_tile of the offset-only biases (ALiBi, T5 buckets), of FoX's path sums and of GRAPE-AP's
-// suffix sums (to float32 rounding: its float64 sum runs in another order): the tile the fused
+// add_tile of the offset-only biases (ALiBi, T5 buckets), of FoX's path sums, of gated GRAPE-A's
+// gates and of GRAPE-AP's suffix sums (to float32 rounding: its float64 sum runs in another order): the tile the fused
 // attention adds equals, bit for bit, the per-logit bias as float, with consecutive positions (the
 // Toeplitz path, one evaluation per offset) and with scattered position ids (one per logit); which
 // types take the tile.
@@ -12,6 +12,7 @@
 
 #include "grape/encodings/alibi.hpp"
 #include "grape/encodings/fox.hpp"
+#include "grape/encodings/grape_a_gated.hpp"
 #include "grape/encodings/grape_ap.hpp"
 #include "grape/encodings/t5_buckets.hpp"
 
@@ -72,6 +73,24 @@ TEST(OffsetTile, FoxTileEqualsItsPerLogitBias) {
   const auto inst = fox::make({3, 8, logits});
   for (int trial = 0; trial < 20; ++trial)
     for (const bool consecutive : {true, false}) tile_equals_each_logit(inst.bias, rng, consecutive);
+}
+
+/// Gated GRAPE-A (key-gated and query+key-gated): −(m − n)·ω_h·rate below the diagonal, −∞ above
+/// it, the same floats as the per-logit bias; a tile past the gates throws as bias() does.
+TEST(OffsetTile, GatedGrapeATileEqualsItsPerLogitBias) {
+  std::mt19937_64 rng(20261208);
+  const auto key = grape_a_key_gated::make({3, 8, {0.3, -0.2, 1.1}, detail::normal_vector(rng, 3 * 20100)});
+  const auto both = grape_a_qk_gated::make(
+      {2, 8, {}, detail::normal_vector(rng, 2 * 20100), detail::normal_vector(rng, 2 * 20100)});
+  for (int trial = 0; trial < 20; ++trial)
+    for (const bool consecutive : {true, false}) {
+      tile_equals_each_logit(key.bias, rng, consecutive);
+      tile_equals_each_logit(both.bias, rng, consecutive);
+    }
+  const auto short_gates = grape_a_key_gated::make({1, 8, {}, std::vector<double>(10, 0.5)});
+  const std::int64_t m[] = {9, 10}, n[] = {0};
+  std::vector<float> S(2, 0.0f);
+  EXPECT_THROW(short_gates.bias.add_tile(0, m, 2, n, 1, S.data(), 1), input_error);
 }
 
 /// A tile that reaches past the gate sequence fails as the per-logit bias does, naming the position.

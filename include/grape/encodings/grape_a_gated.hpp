@@ -49,6 +49,34 @@ struct gated_linear_bias {
     return math::gated_linear_value(m - n, omega[h], rate);
   }
 
+  /// The tile of queries m[0..rows) × keys n[0..cols) added to S (row r at S + r·ld), equal to
+  /// bias() element by element as float (TileBias: the fused attention asks for whole tiles): the
+  /// positions checked once per row and column, each gate read once, −∞ above the diagonal. A
+  /// tile that reaches outside the gate sequence goes logit by logit, so it throws as bias() does.
+  void add_tile(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
+                std::int64_t ld) const {
+    constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+    bool in_range = true;
+    for (std::int64_t r = 0; r < rows; ++r) in_range &= m[r] >= 0 && m[r] < length;
+    for (std::int64_t c = 0; c < cols; ++c) in_range &= n[c] >= 0 && n[c] < length;
+    const double* key = key_gate.data() + h * length;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = S + r * ld;
+      const std::int64_t mr = m[r];
+      if (!in_range) {
+        for (std::int64_t c = 0; c < cols; ++c) row[c] += static_cast<float>(bias_with_content(h, mr, n[c], 0));
+      } else if (query_gate.empty()) {
+        for (std::int64_t c = 0; c < cols; ++c)
+          row[c] += n[c] > mr ? minus_inf : static_cast<float>(math::gated_linear_value(mr - n[c], omega[h], key[n[c]]));
+      } else {
+        const double query = query_gate[h * length + mr];
+        for (std::int64_t c = 0; c < cols; ++c)
+          row[c] += n[c] > mr ? minus_inf
+                              : static_cast<float>(math::gated_linear_value(mr - n[c], omega[h], key[n[c]] + query));
+      }
+    }
+  }
+
   // Gradient with respect to the values the bias holds (BiasWithGradient, for the fused
   // attention's backward), as FoX's is with respect to its log forget gates: [heads] ω_h, then
   // [heads, length] key gates g_k, then (query+key-gated) [heads, length] query gates g_q; the
@@ -68,6 +96,28 @@ struct gated_linear_bias {
     }
     acc[h] += g * distance * rate;
     acc[num_heads + h * length + n[0]] += g * distance * omega[h];
+  }
+  /// accumulate_grad over a whole tile (queries m[0..rows) × keys n[0..cols), g at dS[r·ld + c]),
+  /// each key's gate gradient summed over the tile's rows first. A masked logit's g is 0, and the
+  /// diagonal's distance is 0, so no test per logit is needed.
+  void accumulate_tile_grad(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols,
+                            const float* dS, std::int64_t ld, double* acc) const {
+    const double w = omega[h];
+    double d_omega = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double column = 0;  // Σ_r g·∂b/∂(ω·rate) = Σ_r g·(n − m)
+      for (std::int64_t r = 0; r < rows; ++r) column += dS[r * ld + c] * static_cast<double>(n[c] - m[r]);
+      acc[num_heads + h * length + n[c]] += column * w;
+      d_omega += column * key_gate[h * length + n[c]];
+    }
+    if (!query_gate.empty())
+      for (std::int64_t r = 0; r < rows; ++r) {
+        double row = 0;
+        for (std::int64_t c = 0; c < cols; ++c) row += dS[r * ld + c] * static_cast<double>(n[c] - m[r]);
+        acc[num_heads * (1 + length) + h * length + m[r]] += row * w;
+        d_omega += row * query_gate[h * length + m[r]];
+      }
+    acc[h] += d_omega;
   }
   void gradient(const double* acc, double* grad) const { std::copy_n(acc, parameter_count(), grad); }
   void parameters(double* out) const {
