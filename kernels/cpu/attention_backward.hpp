@@ -140,7 +140,7 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
       const auto per_tile = [&](int thread, std::int64_t h, std::int64_t i0, std::int64_t rows, std::int64_t j0,
                                 std::int64_t cols, const float* ds, std::int64_t ld) {
         if constexpr (tile_gradient)
-          bias->accumulate_tile_grad(static_cast<int>(h), in.pos.data() + f + i0, rows, in.pos.data() + f + j0, cols, ds,
+          bias->accumulate_tile_grad(static_cast<int>(h), in.pos.data() + f + i0, rows, in.k_pos.data() + kf + j0, cols, ds,
                                      ld, accumulators[thread].data());
       };
       const detail::whole_rows per_row{[&](int thread, std::int64_t h, std::int64_t i, const float* ds, std::int64_t len) {
