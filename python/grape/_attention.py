@@ -28,13 +28,14 @@ def relayout(x, layout):
     return _swap_seq_heads(x) if layout == "bhtd" else x
 
 
-def _disagreement(q, k, v, heads):
+def _disagreement(q, k, v, heads, own_keys=False):
     """What makes the extents of q, k, v ([..., seq, heads, dim]) and the encoding's heads
-    inconsistent, or None (also when one has too few dimensions: the module's checks name it)."""
+    inconsistent, or None (also when one has too few dimensions: the module's checks name it).
+    own_keys: K and V on tokens of their own, so only their lengths must agree."""
     if any(len(x.shape) < 3 for x in (q, k, v)):
         return None
     (sq, hq), (sk, hk), (sv, hv) = (tuple(x.shape[-3:-1]) for x in (q, k, v))
-    if not sq == sk == sv:
+    if not (sk == sv if own_keys else sq == sk == sv):
         return f"the sequence lengths differ (q {sq}, k {sk}, v {sv})"
     if hk < 1 or hv < 1 or hq % hk or hq % hv:
         return f"k's {hk} and v's {hv} heads do not divide q's {hq}"
@@ -43,7 +44,7 @@ def _disagreement(q, k, v, heads):
     return None
 
 
-def operands(layout, q, k, v, heads=None):
+def operands(layout, q, k, v, heads=None, own_keys=False):
     """q, k and v read in `layout` as the module takes them: [batch, seq, heads, dim] views (or
     [tokens, heads, dim] in "bthd"). heads: (argument, count) when the encoding fixes the query heads.
     Extents that disagree in `layout` but agree in the other one are refused, naming both: a tensor in
@@ -56,11 +57,12 @@ def operands(layout, q, k, v, heads=None):
             raise _grape.GrapeError(f"grape: {name}: layout='bhtd' takes {LAYOUTS['bhtd']} (got shape {list(x.shape)})")
     if layout == "bhtd":
         q, k, v = (_swap_seq_heads(x) for x in (q, k, v))
-    problem = _disagreement(q, k, v, heads)
+    problem = _disagreement(q, k, v, heads, own_keys)
     if problem is None:
         return q, k, v
     other = "bhtd" if layout == "bthd" else "bthd"
-    if all(len(x.shape) == 4 for x in (q, k, v)) and _disagreement(*(_swap_seq_heads(x) for x in (q, k, v)), heads) is None:
+    if all(len(x.shape) == 4 for x in (q, k, v)) and _disagreement(*(_swap_seq_heads(x) for x in (q, k, v)), heads,
+                                                                  own_keys) is None:
         raise _grape.GrapeError(f"grape: q, k, v: read as {LAYOUTS[layout]} (layout='{layout}'), {problem}; read as "
                                 f"{LAYOUTS[other]} they agree: pass layout='{other}'")
     _require_heads(heads, q.shape[-2])
@@ -124,10 +126,12 @@ def _tokens(q):
     return q.shape[0] * q.shape[1] if len(q.shape) == 4 else q.shape[0]
 
 
-def _attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads):
-    return dict(positions=None if positions is None else _index_array(positions),
-                offsets=None if offsets is None else _index_array(offsets),
-                cu_seqlens=None if cu_seqlens is None else _index_array(cu_seqlens),
+def _attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads, keys=None):
+    index = lambda x: None if x is None else _index_array(x)  # noqa: E731
+    keys = keys or {}
+    return dict(positions=index(positions), offsets=index(offsets), cu_seqlens=index(cu_seqlens),
+                key_positions=index(keys.get("key_positions")), key_offsets=index(keys.get("key_offsets")),
+                key_cu_seqlens=index(keys.get("key_cu_seqlens")),
                 max_position=max_position, causal=causal, window=window,
                 scale=0.0 if scale is None else float(scale), threads=threads)
 
@@ -169,8 +173,8 @@ def _encoding_arrays(log_forget, grape_a, grape_ap, grape_m):
 
 
 def attention(q, k, v, encoding=None, *, log_forget=None, grape_a=None, grape_ap=None, grape_m=None, causal=True,
-              window=0, scale=None, positions=None, offsets=None, cu_seqlens=None, max_position=None,
-              layout="bthd", return_lse=False, threads=0):
+              window=0, scale=None, positions=None, offsets=None, cu_seqlens=None, key_positions=None, key_offsets=None,
+              key_cu_seqlens=None, max_position=None, layout="bthd", return_lse=False, threads=0):
     """O = softmax(scale * E(Q) E(K)^T + B + mask) V with the encoding inside the flash loop (blocks of
     256 queries, tiles of 128 keys, online softmax, float32 accumulation, never a T x T buffer).
 
@@ -191,6 +195,11 @@ def attention(q, k, v, encoding=None, *, log_forget=None, grape_a=None, grape_ap
     (each token's Q and K turned by Phi[row, position] * theta; rows 1 or the heads; float64 keeps a
     large phase exact: float32 holds 1e6 to 0.06). Positions:
     per-token ids, per-sequence offsets, or the index in the sequence; cu_seqlens packs sequences.
+    K and V on tokens of their own (new queries against cached keys, a query chunk against another
+    part of the sequence): give key_positions, key_offsets or key_cu_seqlens, which place k's and v's
+    tokens as positions, offsets and cu_seqlens place q's (the same batch; each sequence's keys may
+    be more or fewer than its queries; `causal` then aligns the ends: query i of q_len sees key j of
+    k_len when j - (k_len - q_len) <= i). CPU only: the CUDA kernels refuse it.
     causal masks keys after the query; window > 0 keeps keys fewer than `window` apart; scale
     defaults to 1/sqrt(d). layout: "bthd" (grape's [batch, seq, heads, dim], or [tokens, heads, d])
     or "bhtd" (scaled_dot_product_attention's [batch, heads, seq, dim]) for q, k, v and the output.
@@ -199,19 +208,22 @@ def attention(q, k, v, encoding=None, *, log_forget=None, grape_a=None, grape_ap
     that attention_backward needs.
     """
     arrays = _encoding_arrays(log_forget, grape_a, grape_ap, grape_m)
-    q, k, v = operands(layout, q, k, v, encoding_heads(encoding, **arrays))
+    keys = dict(key_positions=key_positions, key_offsets=key_offsets, key_cu_seqlens=key_cu_seqlens)
+    own_keys = any(x is not None for x in keys.values())
+    q, k, v = operands(layout, q, k, v, encoding_heads(encoding, **arrays), own_keys)
     out = _new_like(q, tuple(q.shape[:-1]) + (v.shape[-1],))
     lse = _new_like(q, (q.shape[-2], _tokens(q)), dtype=_float32_dtype(q))
     _grape._attention(encoding, q=q, k=k, v=v, out=out, lse=lse, **arrays,
-                      **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads))
+                      **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads,
+                                           keys))
     out = relayout(out, layout)
     return (out, lse) if return_lse else out
 
 
 def attention_backward(grad_out, q, k, v, out, lse, encoding=None, *, log_forget=None, grape_a=None, grape_ap=None,
                        grape_m=None, causal=True, window=0, scale=None, positions=None, offsets=None,
-                       cu_seqlens=None, max_position=None, layout="bthd", bias_grad=False, inv_freq_grad=False,
-                       threads=0):
+                       cu_seqlens=None, key_positions=None, key_offsets=None, key_cu_seqlens=None, max_position=None,
+                       layout="bthd", bias_grad=False, inv_freq_grad=False, threads=0):
     """The backward of attention() from its output and log-sum-exp (same arguments): returns
     (dq, dk, dv, d_bias, d_inv_freq). d_bias (bias_grad=True): dL/dslopes for ALiBi (alone or in a
     pair), dL/dtable [num_buckets * heads] for T5, dL/dlog_forget [heads * length] for FoX,
@@ -223,13 +235,14 @@ def attention_backward(grad_out, q, k, v, out, lse, encoding=None, *, log_forget
     out and the returned dq, dk, dv are in `layout`, as q, k, v.
     """
     arrays = _encoding_arrays(log_forget, grape_a, grape_ap, grape_m)
-    q, k, v = operands(layout, q, k, v, encoding_heads(encoding, **arrays))
+    keys = dict(key_positions=key_positions, key_offsets=key_offsets, key_cu_seqlens=key_cu_seqlens)
+    q, k, v = operands(layout, q, k, v, encoding_heads(encoding, **arrays), any(x is not None for x in keys.values()))
     grad_out, out = (_dense(relayout(_operand(x, name), layout)) for name, x in (("grad_out", grad_out), ("out", out)))
-    grads = [_new_like(q, tuple(x.shape)) for x in (q, k, v)]
+    grads = [_new_like(x, tuple(x.shape)) for x in (q, k, v)]
     d_bias, d_freq = _grape._attention_backward(
         encoding, q=q, k=k, v=v, out=out, lse=lse, grad_out=grad_out, grad_q=grads[0], grad_k=grads[1],
         grad_v=grads[2], bias_grad=bias_grad, inv_freq_grad=inv_freq_grad, **arrays,
-        **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads))
+        **_attention_options(positions, offsets, cu_seqlens, max_position, causal, window, scale, threads, keys))
     return (*(relayout(g, layout) for g in grads), d_bias, d_freq)
 
 

@@ -144,7 +144,8 @@ def backward(grad_out, q, k, v, out, lse, kind, params, spec, options, wanted):
 
 
 # grape.attention's options as the ops take them, in this order.
-OPTIONS = ("positions", "offsets", "cu_seqlens", "causal", "window", "scale")
+OPTIONS = ("positions", "offsets", "cu_seqlens", "key_positions", "key_offsets", "key_cu_seqlens", "causal", "window",
+           "scale")
 
 
 def _options(options):
@@ -160,11 +161,13 @@ if HAVE_CUSTOM_OPS:
     def _attention_op(q: _T, k: _T, v: _T, kind: str, params: _List[_T], head_dim: int, rotary_dim: int, layout: str,
                       attention_factor: float, sections: str, t5_max_distance: int, t5_bidirectional: bool,
                       norm_eps: float, builtin: str, positions: _Optional[_T], offsets: _Optional[_T],
-                      cu_seqlens: _Optional[_T], causal: bool, window: int,
+                      cu_seqlens: _Optional[_T], key_positions: _Optional[_T], key_offsets: _Optional[_T],
+                      key_cu_seqlens: _Optional[_T], causal: bool, window: int,
                       scale: _Optional[float]) -> _Tuple[_T, _T]:
         spec = Spec.of_values(head_dim, rotary_dim, layout, attention_factor, sections, t5_max_distance,
                               t5_bidirectional, norm_eps, builtin)
-        return forward(q, k, v, kind, params, spec, _options((positions, offsets, cu_seqlens, causal, window, scale)))
+        return forward(q, k, v, kind, params, spec, _options((positions, offsets, cu_seqlens, key_positions,
+                                                              key_offsets, key_cu_seqlens, causal, window, scale)))
 
     @_attention_op.register_fake
     def _(q, k, v, kind, params, *rest):
@@ -176,12 +179,14 @@ if HAVE_CUSTOM_OPS:
                                head_dim: int, rotary_dim: int, layout: str, attention_factor: float, sections: str,
                                t5_max_distance: int, t5_bidirectional: bool, norm_eps: float, builtin: str,
                                positions: _Optional[_T], offsets: _Optional[_T], cu_seqlens: _Optional[_T],
-                               causal: bool, window: int, scale: _Optional[float],
+                               key_positions: _Optional[_T], key_offsets: _Optional[_T],
+                               key_cu_seqlens: _Optional[_T], causal: bool, window: int, scale: _Optional[float],
                                wanted: _List[bool]) -> _List[_T]:
         spec = Spec.of_values(head_dim, rotary_dim, layout, attention_factor, sections, t5_max_distance,
                               t5_bidirectional, norm_eps, builtin)
         return backward(grad_out, q, k, v, out, lse, kind, params, spec,
-                        _options((positions, offsets, cu_seqlens, causal, window, scale)), wanted)
+                        _options((positions, offsets, cu_seqlens, key_positions, key_offsets, key_cu_seqlens, causal,
+                                  window, scale)), wanted)
 
     @_attention_backward_op.register_fake
     def _(grad_out, q, k, v, out, lse, kind, params, *rest):

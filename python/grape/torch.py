@@ -558,7 +558,7 @@ def _encoding_tensors(name, value):
 
 def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=None, log_forget=None, grape_a=None,
               grape_ap=None, grape_m=None, causal=True, window=0, scale=None, positions=None, offsets=None,
-              cu_seqlens=None, layout="bthd"):
+              cu_seqlens=None, key_positions=None, key_offsets=None, key_cu_seqlens=None, layout="bthd"):
     """Differentiable grape.attention (the encoding inside the flash loop, the backward from the
     saved log-sum-exp: no T x T tensor in either direction). Gradients for q, k, v and for one
     learnable encoding parameter:
@@ -584,33 +584,43 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     layout: "bthd" (grape's [batch, seq, heads, dim], or [tokens, heads, dim]) or "bhtd"
     (scaled_dot_product_attention's [batch, heads, seq, dim]) for q, k, v and the output (with
     "bhtd" a view of a [batch, seq, heads, dim] tensor); extents that only the other layout explains
-    are refused.
+    are refused. key_positions, key_offsets or key_cu_seqlens put k and v on tokens of their own, as
+    grape.attention says (dk and dv then have k's and v's shapes).
     On torch >= 2.4 this is the custom op grape::attention (and its backward); code compiled with
     torch.compile(fullgraph=True) passes plain(encoding), plain values it can trace.
     """
     heads = _attention.encoding_heads(encoding, slopes=slopes, t5_table=t5_table, log_forget=log_forget,
                                       grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m)
-    q, k, v = _attention.operands(layout, _tensor(q, "q"), _tensor(k, "k"), _tensor(v, "v"), heads)
+    keys = dict(key_positions=key_positions, key_offsets=key_offsets, key_cu_seqlens=key_cu_seqlens)
+    q, k, v = _attention.operands(layout, _tensor(q, "q"), _tensor(k, "k"), _tensor(v, "v"), heads,
+                                  any(x is not None for x in keys.values()))
     out = _attention_bthd(q, k, v, encoding, slopes=slopes, inv_freq=_learned_table(inv_freq), t5_table=t5_table,
                           log_forget=log_forget, grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m, causal=causal,
-                          window=window, scale=scale, positions=positions, offsets=offsets, cu_seqlens=cu_seqlens)
+                          window=window, scale=scale, positions=positions, offsets=offsets, cu_seqlens=cu_seqlens,
+                          **keys)
     return _attention.relayout(out, layout)
 
 
 def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget, grape_a, grape_ap, grape_m, causal,
-                    window, scale, positions, offsets, cu_seqlens):
-    """attention() with q, k, v as [batch, seq, heads, dim] (or [tokens, heads, dim])."""
+                    window, scale, positions, offsets, cu_seqlens, key_positions=None, key_offsets=None,
+                    key_cu_seqlens=None, runner=None):
+    """attention() with q, k, v as [batch, seq, heads, dim] (or [tokens, heads, dim]). runner(q, k, v,
+    kind, params, spec, options) runs the call a kind resolves to (grape.distributed's ring; by default
+    the fused attention op)."""
     given = [(n, p) for n, p in (("slopes", slopes), ("inv_freq", inv_freq), ("t5_table", t5_table),
                                  ("log_forget", log_forget)) if p is not None]
     if len(given) > 1:
         raise _grape.GrapeError("grape: attention: give at most one of slopes, inv_freq, t5_table, log_forget")
     learned, param = given[0] if given else (None, None)
     options = dict(positions=_index_tensor(positions), offsets=_index_tensor(offsets),
-                   cu_seqlens=_index_tensor(cu_seqlens), causal=bool(causal), window=int(window),
-                   scale=None if scale is None else float(scale))
+                   cu_seqlens=_index_tensor(cu_seqlens), key_positions=_index_tensor(key_positions),
+                   key_offsets=_index_tensor(key_offsets), key_cu_seqlens=_index_tensor(key_cu_seqlens),
+                   causal=bool(causal), window=int(window), scale=None if scale is None else float(scale))
 
     def call(kind, params, spec=_kinds.Spec(), **changed):
         opts = dict(options, **changed)
+        if runner is not None:
+            return runner(q, k, v, kind, params, spec, opts)
         return _kinds.kind_attention(q, k, v, kind, params, spec, tuple(opts[n] for n in _kinds.OPTIONS))
 
     def per_batch_element(kind, tensors, batched, spec=_kinds.Spec()):
@@ -621,9 +631,10 @@ def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget
         so the result is the per-element one; one call instead of one per element removes the
         per-call costs that small training shapes pay batch times (docs/performance.md)."""
         batch, seq = tensors[batched[0]].shape[0], tensors[batched[0]].shape[2]
-        if q.dim() != 4 or q.shape[0] != batch or offsets is not None or cu_seqlens is not None:
+        if q.dim() != 4 or q.shape[0] != batch or offsets is not None or cu_seqlens is not None or any(
+                options[n] is not None for n in ("key_positions", "key_offsets", "key_cu_seqlens")):
             raise _grape.GrapeError(f"grape: attention: {kind}'s per-token values [batch, heads, seq, ...] need q, k, "
-                                    "v [batch, seq, heads, d] with the same batch and no offsets or cu_seqlens")
+                                    "v [batch, seq, heads, d] with the same batch and no offsets, cu_seqlens or key tokens")
         end_to_end = [x.movedim(0, 1).reshape(x.shape[1], batch * seq, *x.shape[3:]) if i in batched else x
                       for i, x in enumerate(tensors)]
         starts = _torch.arange(batch, dtype=_torch.int64) * seq

@@ -121,6 +121,14 @@ std::int64_t positions_end(const cpu::rotate_qk_args& qk) {
   return pos.empty() ? 0 : *std::max_element(pos.begin(), pos.end()) + 1;
 }
 
+/// ... of the queries and, on tokens of their own, the keys.
+std::int64_t positions_end(const cpu::attention_args& a) {
+  if (!a.keys) return positions_end(a.qk);
+  const cpu::rotate_qk_args ka = cpu::detail::key_args(a);
+  const auto pos = cpu::detail::positions_of(ka, cpu::detail::sequences_of(ka));
+  return std::max(positions_end(a.qk), pos.empty() ? 0 : *std::max_element(pos.begin(), pos.end()) + 1);
+}
+
 /// The arrays of a two-item tuple argument `name` (first, second).
 std::pair<nb::handle, nb::handle> pair_of(const nb::tuple& t, const char* name, const char* items) {
   if (nb::len(t) != 2) throw input_error(fmt::format("{}: must be ({})", name, items));
@@ -207,19 +215,57 @@ int position_axes(const nb::handle& encoding) {
   return 1;
 }
 
-/// The arrays of a call and the options, as cpu::attention_args (the output and lse checked).
-cpu::attention_args make_attention_args(const array& q, const array& k, const array& v, const array& out,
-                                        const array& lse, const optional_array& positions,
-                                        const optional_array& offsets, const optional_array& cu_seqlens,
-                                        std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
-                                        float scale, int threads, int num_axes) {
-  const qk_shape qs = qk_shape_of(q, "q"), vs = qk_shape_of(v, "v");
-  cpu::attention_args a;
-  a.qk = make_qk_args(static_cast<int>(qs.dim), num_axes, {q, std::nullopt, k, std::nullopt}, positions, offsets,
-                      cu_seqlens, max_position, threads);
-  if (vs.batch != qs.batch || vs.seq != qs.seq)
-    throw input_error(fmt::format("v: batch and sequence extents must match q's ({} x {} vs {} x {})", vs.batch, vs.seq,
-                                  qs.batch, qs.seq));
+/// K's and V's own tokens (key_positions, key_offsets or key_cu_seqlens given), or none of them.
+struct key_arrays {
+  optional_array positions, offsets, cu_seqlens;
+  bool any() const { return positions || offsets || cu_seqlens; }
+};
+
+/// The arrays of a call and the options as cpu::attention_args (the output and lse checked), K and
+/// V on tokens of their own when `keys` has any of its arrays (args.keys points into this object).
+struct attention_call {
+  cpu::attention_args args;
+  cpu::key_tokens keys;
+
+  attention_call(const array& q, const array& k, const array& v, const array& out, const array& lse,
+                 const optional_array& positions, const optional_array& offsets, const optional_array& cu_seqlens,
+                 const key_arrays& key, std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
+                 float scale, int threads, int num_axes);
+  attention_call(const attention_call&) = delete;
+  attention_call& operator=(const attention_call&) = delete;
+};
+
+attention_call::attention_call(const array& q, const array& k, const array& v, const array& out, const array& lse,
+                               const optional_array& positions, const optional_array& offsets,
+                               const optional_array& cu_seqlens, const key_arrays& key,
+                               std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
+                               float scale, int threads, int num_axes) {
+  const qk_shape qs = qk_shape_of(q, "q"), ks = qk_shape_of(k, "k"), vs = qk_shape_of(v, "v");
+  cpu::attention_args& a = args;
+  const int d = static_cast<int>(qs.dim);
+  if (!key.any()) {
+    a.qk = make_qk_args(d, num_axes, {q, std::nullopt, k, std::nullopt}, positions, offsets, cu_seqlens,
+                        max_position, threads);
+  } else {  // K and V on tokens of their own
+    a.qk = make_qk_args(d, num_axes, {q, std::nullopt, std::nullopt, std::nullopt}, positions, offsets, cu_seqlens,
+                        max_position, threads);
+    const cpu::rotate_qk_args ka = make_qk_args(d, num_axes, {std::nullopt, std::nullopt, k, std::nullopt},
+                                                key.positions, key.offsets, key.cu_seqlens, max_position, threads,
+                                                "key_");
+    if (ka.type != a.qk.type) throw input_error("k: dtype must match q's");
+    if (ka.batch != a.qk.batch)
+      throw input_error(fmt::format("k: must hold q's {} sequences (got {})", a.qk.batch, ka.batch));
+    if (ka.position_ids && a.qk.position_ids && ka.position_type != a.qk.position_type)
+      throw input_error("key_positions: must have the integer type of positions");
+    if (ka.position_ids) a.qk.position_type = ka.position_type;
+    a.qk.k = ka.k;
+    keys = {ka.seq_len, ka.cu_seqlens, ka.position_ids, ka.offsets};
+    a.keys = &keys;
+  }
+  const qk_shape& tokens_of_v = key.any() ? ks : qs;
+  if (vs.batch != tokens_of_v.batch || vs.seq != tokens_of_v.seq)
+    throw input_error(fmt::format("v: batch and sequence extents must match {}'s ({} x {} vs {} x {})",
+                                  key.any() ? "k" : "q", vs.batch, vs.seq, tokens_of_v.batch, tokens_of_v.seq));
   if (storage_type(v, "v") != a.qk.type) throw input_error("v: dtype must match q's");
   a.v = {v.data(), nullptr, vs.heads, vs.span, vs.batch_stride, vs.token_stride, vs.head_stride};
   a.v_dim = static_cast<int>(vs.dim);
@@ -234,7 +280,6 @@ cpu::attention_args make_attention_args(const array& q, const array& k, const ar
   a.window = window;
   if (!(scale >= 0) || !std::isfinite(scale)) throw input_error("scale: must be finite and > 0 (or None)");
   a.scale = scale;
-  return a;
 }
 
 /// The decode call's arrays as cpu::decode_args: q [batch, heads, d] and out C-contiguous, the
@@ -320,9 +365,12 @@ void bind_attention(nb::module_& m) {
         [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a,
            std::optional<nb::tuple> grape_ap, std::optional<nb::tuple> grape_m, array q, array k, array v, array out,
            array lse, optional_array positions, optional_array offsets, optional_array cu_seqlens,
+           optional_array key_positions, optional_array key_offsets, optional_array key_cu_seqlens,
            std::optional<std::int64_t> max_position, bool causal, std::int64_t window, float scale, int threads) {
-          const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
-                                             window, scale, threads, position_axes(encoding));
+          const attention_call call(q, k, v, out, lse, positions, offsets, cu_seqlens,
+                                    {key_positions, key_offsets, key_cu_seqlens}, max_position, causal, window, scale,
+                                    threads, position_axes(encoding));
+          const cpu::attention_args& a = call.args;
           const encoding_arrays arrays{log_forget, grape_a, grape_ap, grape_m};
           if (const builtin_encoding* b = builtin_of(encoding, arrays)) {
             if (no_tokens(a.qk)) return;
@@ -330,15 +378,16 @@ void bind_attention(nb::module_& m) {
             return b->attention(a);
           }
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
-          with_instance(encoding, arrays, head_dim, arrays.any() ? positions_end(a.qk) : 0, [&](const auto& inst) {
+          with_instance(encoding, arrays, head_dim, arrays.any() ? positions_end(a) : 0, [&](const auto& inst) {
             if (no_tokens(a.qk)) return;  // checked, and nothing to compute
             nb::gil_scoped_release release;
             run_attention(inst, a);
           });
         },
         "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "grape_ap"_a.none(), "grape_m"_a.none(), "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a,
-        "positions"_a.none(), "offsets"_a.none(), "cu_seqlens"_a.none(), "max_position"_a.none(), "causal"_a,
-        "window"_a, "scale"_a, "threads"_a);
+        "positions"_a.none(), "offsets"_a.none(), "cu_seqlens"_a.none(), "key_positions"_a.none(),
+        "key_offsets"_a.none(), "key_cu_seqlens"_a.none(), "max_position"_a.none(), "causal"_a, "window"_a, "scale"_a,
+        "threads"_a);
 
   m.def("_attention_decode",
         [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a,
@@ -380,10 +429,13 @@ void bind_attention(nb::module_& m) {
         [](nb::handle encoding, std::optional<array> log_forget, std::optional<nb::tuple> grape_a,
            std::optional<nb::tuple> grape_ap, std::optional<nb::tuple> grape_m, array q, array k, array v, array out,
            array lse, array grad_out, array grad_q, array grad_k, array grad_v, optional_array positions, optional_array offsets,
-           optional_array cu_seqlens, std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
+           optional_array cu_seqlens, optional_array key_positions, optional_array key_offsets,
+           optional_array key_cu_seqlens, std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
            float scale, int threads, bool bias_grad, bool inv_freq_grad) {
-          const auto a = make_attention_args(q, k, v, out, lse, positions, offsets, cu_seqlens, max_position, causal,
-                                             window, scale, threads, position_axes(encoding));
+          const attention_call call(q, k, v, out, lse, positions, offsets, cu_seqlens,
+                                    {key_positions, key_offsets, key_cu_seqlens}, max_position, causal, window, scale,
+                                    threads, position_axes(encoding));
+          const cpu::attention_args& a = call.args;
           cpu::attention_grad_args g;
           g.grad_out = gradient_of(grad_out, q, static_cast<std::int64_t>(out.size()), "grad_out");
           g.grad_q = gradient_of(grad_q, q, static_cast<std::int64_t>(q.size()), "grad_q");
@@ -402,7 +454,7 @@ void bind_attention(nb::module_& m) {
             return params;
           }
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));
-          with_instance(encoding, arrays, head_dim, arrays.any() ? positions_end(a.qk) : 0, [&](const auto& inst) {
+          with_instance(encoding, arrays, head_dim, arrays.any() ? positions_end(a) : 0, [&](const auto& inst) {
             using I = std::remove_cvref_t<decltype(inst)>;
             std::vector<double> bias, freq;  // bias: the bias's parameters, or contextual GRAPE-M's phases
             if constexpr (requires { cpu::detail::bias_part(inst)->parameter_count(); })
@@ -430,7 +482,8 @@ void bind_attention(nb::module_& m) {
         "encoding"_a.none(), "log_forget"_a.none(), "grape_a"_a.none(), "grape_ap"_a.none(), "grape_m"_a.none(), "q"_a,
         "k"_a, "v"_a, "out"_a, "lse"_a, "grad_out"_a, "grad_q"_a,
         "grad_k"_a, "grad_v"_a, "positions"_a.none(), "offsets"_a.none(), "cu_seqlens"_a.none(),
-        "max_position"_a.none(), "causal"_a, "window"_a, "scale"_a, "threads"_a, "bias_grad"_a, "inv_freq_grad"_a);
+        "key_positions"_a.none(), "key_offsets"_a.none(), "key_cu_seqlens"_a.none(), "max_position"_a.none(),
+        "causal"_a, "window"_a, "scale"_a, "threads"_a, "bias_grad"_a, "inv_freq_grad"_a);
 }
 
 }  // namespace grape::python

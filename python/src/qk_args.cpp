@@ -3,13 +3,16 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 #include "grape/detail/error.hpp"
 
 namespace grape::python {
 
 cpu::rotate_qk_args make_qk_args(int head_dim, int num_axes, const qk_arrays& a, const optional_array& positions,
                                  const optional_array& offsets, const optional_array& cu_seqlens,
-                                 std::optional<std::int64_t> max_position, int threads) {
+                                 std::optional<std::int64_t> max_position, int threads, const char* prefix) {
+  const auto named = [&](const char* name) { return std::string(prefix) + name; };
   if (!a.q && !a.k) throw input_error("q, k: at least one must be given");
   cpu::rotate_qk_args args;
   std::optional<qk_shape> first;
@@ -45,20 +48,22 @@ cpu::rotate_qk_args make_qk_args(int head_dim, int num_axes, const qk_arrays& a,
   std::int64_t tokens = first->batch * first->seq;
   if (cu_seqlens) {
     if (first->batch != 1)
-      throw input_error("cu_seqlens: q and k must be packed [total_tokens, heads, dim] with cu_seqlens");
+      throw input_error(fmt::format("{}: {} must be packed [total_tokens, heads, dim] with it", named("cu_seqlens"),
+                                    a.q ? "q and k" : "k and v"));
     const std::int64_t n = static_cast<std::int64_t>(cu_seqlens->size());
-    if (n < 2) throw input_error("cu_seqlens: must hold batch + 1 >= 2 offsets");
-    args.cu_seqlens = int64_values(*cu_seqlens, n, "cu_seqlens");
+    if (n < 2) throw input_error(fmt::format("{}: must hold batch + 1 >= 2 offsets", named("cu_seqlens")));
+    args.cu_seqlens = int64_values(*cu_seqlens, n, named("cu_seqlens").c_str());
     args.batch = n - 1;
     args.seq_len = 0;
   }
-  if (positions && offsets) throw input_error("positions, offsets: give one or neither");
+  if (positions && offsets)
+    throw input_error(fmt::format("{}, {}: give one or neither", named("positions"), named("offsets")));
   if (positions) {
-    const index_array p = positions_of(*positions, num_axes * tokens, "positions");
+    const index_array p = positions_of(*positions, num_axes * tokens, named("positions").c_str());
     args.position_ids = p.data;
     args.position_type = p.type;
   }
-  if (offsets) args.offsets = int64_values(*offsets, args.batch, "offsets");
+  if (offsets) args.offsets = int64_values(*offsets, args.batch, named("offsets").c_str());
   if (max_position) args.max_position = *max_position;
   args.threads = threads;
   return args;

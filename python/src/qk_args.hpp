@@ -15,9 +15,10 @@ struct qk_arrays {
   optional_array q, q_out, k, k_out;
 };
 
+/// `prefix` names the token arguments in messages ("key_" for attention's keys on tokens of their own).
 cpu::rotate_qk_args make_qk_args(int head_dim, int num_axes, const qk_arrays& a, const optional_array& positions,
                                  const optional_array& offsets, const optional_array& cu_seqlens,
-                                 std::optional<std::int64_t> max_position, int threads);
+                                 std::optional<std::int64_t> max_position, int threads, const char* prefix = "");
 
 /// True when the call holds no token (an empty sequence or batch): its result is empty and the
 /// kernels are not run (an empty torch tensor's data pointer may be null, which they refuse).

@@ -532,3 +532,65 @@ def test_the_matmul_switch_takes_each_path_the_cpu_has():
             grape.set_matmul_path("amx")
     finally:
         grape.set_matmul_path("auto")
+
+
+@pytest.mark.parametrize("encoding", ["none", "rope", "alibi", "fox"])
+def test_keys_on_tokens_of_their_own_give_the_last_rows_of_the_whole_call(encoding):
+    """New queries (the last 5 of 23 tokens) against every key, through key_positions: the output and
+    every gradient are the whole same-token call's on those rows (its output gradient zero on the
+    others), in the torch op and on NumPy arrays."""
+    torch.manual_seed(3)
+    batch, seq, new, heads, d = 2, 23, 5, 4, 16
+    q, k, v = (torch.randn(batch, seq, heads, d) for _ in range(3))
+    kw, learned = {}, None
+    if encoding == "rope":
+        kw = dict(encoding=grape.rope(head_dim=d), inv_freq=torch.tensor(grape.rope(head_dim=d).inv_freq))
+        learned = "inv_freq"
+    elif encoding == "alibi":
+        kw = dict(slopes=torch.tensor(grape.alibi_slopes(heads), dtype=torch.float64))
+        learned = "slopes"
+    elif encoding == "fox":
+        kw = dict(log_forget=torch.nn.functional.logsigmoid(torch.randn(heads, seq, dtype=torch.float64) + 2))
+        learned = "log_forget"
+    positions = torch.arange(seq).repeat(batch)
+    new_positions = torch.arange(seq - new, seq).repeat(batch)
+
+    def run(queries, key_positions, query_positions):
+        leaves = {n: x.clone().requires_grad_() for n, x in kw.items() if n == learned}
+        args = {**kw, **leaves}
+        qq, kk, vv = (x.clone().requires_grad_() for x in (queries, k, v))
+        out = torch_attention(qq, kk, vv, args.pop("encoding", None), positions=query_positions,
+                              key_positions=key_positions, **args)
+        return out, qq, kk, vv, leaves
+
+    whole, qw, kw_, vw, lw = run(q, None, positions)
+    weight = torch.zeros_like(whole)
+    weight[:, seq - new:] = torch.randn(batch, new, heads, d)
+    (whole * weight).sum().backward()
+    part, qp, kp, vp, lp = run(q[:, seq - new:].contiguous(), positions, new_positions)
+    torch.testing.assert_close(part, whole[:, seq - new:], atol=2e-6, rtol=0)
+    (part * weight[:, seq - new:]).sum().backward()
+    torch.testing.assert_close(qp.grad, qw.grad[:, seq - new:], atol=2e-6, rtol=0)
+    torch.testing.assert_close(kp.grad, kw_.grad, atol=2e-6, rtol=0)
+    torch.testing.assert_close(vp.grad, vw.grad, atol=2e-6, rtol=0)
+    if learned:  # dL/dθ counts positions from 0 with keys of their own: float32 rounding times the position
+        torch.testing.assert_close(lp[learned].grad, lw[learned].grad, atol=1e-4, rtol=1e-4)
+    arrays = [x.numpy() for x in (q[:, seq - new:].contiguous(), k, v)]
+    np_kw = {n: x for n, x in kw.items() if n != "encoding" and n != learned}
+    enc = kw.get("encoding")
+    if encoding == "alibi":
+        enc = grape.alibi(slopes=list(grape.alibi_slopes(heads)))
+    if encoding == "fox":
+        np_kw["log_forget"] = kw["log_forget"].numpy()
+    out_np = grape.attention(*arrays, enc, positions=new_positions.numpy(), key_positions=positions.numpy(), **np_kw)
+    np.testing.assert_allclose(out_np, part.detach().numpy(), atol=1e-6, rtol=0)
+
+
+def test_keys_on_tokens_of_their_own_are_checked_by_name():
+    q, k, v = torch.randn(1, 4, 2, 8), torch.randn(1, 9, 2, 8), torch.randn(1, 9, 2, 8)
+    with pytest.raises(grape.GrapeError, match=r"^grape: key_positions: must hold 9 values"):
+        grape.attention(q, k, v, key_positions=np.arange(8))
+    with pytest.raises(grape.GrapeError, match=r"^grape: v: batch and sequence extents must match k's \(1 x 8 vs 1 x 9\)"):
+        grape.attention(q, k, v[:, :8], key_positions=np.arange(9))
+    with pytest.raises(grape.GrapeError, match=r"^grape: keys: a lift \(GRAPE-A\)"):
+        grape.attention(q, k, v, grape.encoding("grape_a", heads=2, head_dim=8), key_positions=np.arange(9))
