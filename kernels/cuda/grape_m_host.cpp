@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cpu/rotate_qk_plan.hpp"
+#include "cuda/errors.hpp"
 #include "cuda/grape_m_call.hpp"
 #include "cuda/grape_m_cuda.hpp"
 #include "cuda/rotate_qk_request.hpp"
@@ -13,15 +14,11 @@
 namespace grape::cuda {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(fmt::format("grape: {}: {}", what, cudaGetErrorString(e)));
-}
-
 /// Allocates `device` (owned by the caller from then on) and copies `host` into it.
 template <class T>
 void upload(const std::vector<T>& host, T*& device) {
-  check(cudaMalloc(&device, host.size() * sizeof(T)), "cudaMalloc");
-  check(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  detail::check_cuda(cudaMalloc(&device, host.size() * sizeof(T)), "cudaMalloc");
+  detail::check_cuda(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
 void run(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases, std::int64_t total_tokens,
@@ -97,12 +94,14 @@ void grape_m_param_grads(const device_grape_m& m, const cpu::rotate_qk_args& for
   const grape_m_grads_launch l = plan_grape_m_grads_launch(spec, {m.turn_fractions(), m.turns()}, m.thetas(), forward,
                                                            grad_q, grad_k, out, total_tokens, device_error_flag);
   if (out.freqs != nullptr)
-    check(cudaMemsetAsync(out.freqs, 0, static_cast<std::size_t>(spec.freq_rows) * spec.planes * sizeof(double), stream),
-          "cudaMemsetAsync");
+    detail::check_cuda(
+        cudaMemsetAsync(out.freqs, 0, static_cast<std::size_t>(spec.freq_rows) * spec.planes * sizeof(double), stream),
+        "cudaMemsetAsync");
   if (out.phases != nullptr)
-    check(cudaMemsetAsync(out.phases, 0, static_cast<std::size_t>(spec.phase_rows) * l.call.c.p.total_tokens * sizeof(double),
-                          stream),
-          "cudaMemsetAsync");
+    detail::check_cuda(cudaMemsetAsync(out.phases, 0,
+                                       static_cast<std::size_t>(spec.phase_rows) * l.call.c.p.total_tokens * sizeof(double),
+                                       stream),
+                       "cudaMemsetAsync");
   detail::launch_grape_m_grads(l, forward.type, spec.layout, stream);
 }
 

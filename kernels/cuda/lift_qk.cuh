@@ -79,10 +79,8 @@ void launch_lift(const cpu::detail::lift_plan& lp, const View* views, int per_th
   if (lp.plan.total_tokens == 0 || units == 0) return;
   const int block = view_block_size(view_shared_layout{0, per_thread}, units);  // encode_qk.cuh's rule
   const lift_token_thread<T, View> f{lp, views, per_thread, max_position, error_flag};
-  two_phase_kernel<<<static_cast<unsigned>(lp.plan.total_tokens), block,
-                     static_cast<std::size_t>(block) * per_thread * sizeof(float), stream>>>(f);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
+  launch_two_phase(f, lp.plan.total_tokens, block, static_cast<std::size_t>(block) * per_thread * sizeof(float), stream,
+                   "lift_qk");
 }
 
 template <class R>
