@@ -14,29 +14,9 @@
 #include "cuda/errors.hpp"
 #include "cuda/flash_checks.hpp"
 #include "cuda/flash_launch.hpp"
+#include "cuda/stream_scratch.hpp"
 
 namespace grape::cuda::detail {
-
-/// Stream-ordered device scratch (zeroed on the stream when asked), freed on the stream when it
-/// goes out of scope.
-class stream_scratch {
- public:
-  stream_scratch(std::size_t bytes, cudaStream_t stream, bool zeroed = false) : stream_(stream) {
-    if (bytes == 0) return;
-    check_cuda(cudaMallocAsync(&data_, bytes, stream), "cudaMallocAsync of scratch");
-    if (zeroed) check_cuda(cudaMemsetAsync(data_, 0, bytes, stream), "zeroing scratch");
-  }
-  ~stream_scratch() {
-    if (data_) cudaFreeAsync(data_, stream_);
-  }
-  stream_scratch(const stream_scratch&) = delete;
-  stream_scratch& operator=(const stream_scratch&) = delete;
-  void* get() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-  cudaStream_t stream_;
-};
 
 inline std::int64_t gate_length(const fox_scores& b) { return b.length; }
 inline std::int64_t gate_length(const gated_scores& b) { return b.length; }

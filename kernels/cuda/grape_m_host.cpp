@@ -14,13 +14,6 @@
 namespace grape::cuda {
 namespace {
 
-/// Allocates `device` (owned by the caller from then on) and copies `host` into it.
-template <class T>
-void upload(const std::vector<T>& host, T*& device) {
-  detail::check_cuda(cudaMalloc(&device, host.size() * sizeof(T)), "cudaMalloc");
-  detail::check_cuda(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-}
-
 void run(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases, std::int64_t total_tokens,
          int* device_error_flag, cudaStream_t stream, bool backward) {
   detail::check_device_call(args, device_error_flag);
@@ -54,23 +47,10 @@ device_grape_m::device_grape_m(const cpu::grape_m_spec& spec) : spec_(spec) {
   spec_.freqs = freqs_.data();
   const grape_m_host_tables tables = host_tables_of(spec_);
   rotary_ = cpu::detail::grape_m_rotary_spec(spec_);
-  try {
-    upload(tables.fractions, fractions_);
-    upload(tables.turns, turns_);
-    upload(tables.thetas, thetas_);
-    if (rotary_) rotary_tables_ = std::make_unique<device_rotary>(*rotary_);
-  } catch (...) {
-    cudaFree(fractions_);
-    cudaFree(turns_);
-    cudaFree(thetas_);
-    throw;
-  }
-}
-
-device_grape_m::~device_grape_m() {
-  cudaFree(fractions_);
-  cudaFree(turns_);
-  cudaFree(thetas_);
+  fractions_ = arrays_.copy(tables.fractions, "GRAPE-M's turn fractions");
+  turns_ = arrays_.copy(tables.turns, "GRAPE-M's turns");
+  thetas_ = arrays_.copy(tables.thetas, "GRAPE-M's frequencies");
+  if (rotary_) rotary_tables_ = std::make_unique<device_rotary>(*rotary_);
 }
 
 void grape_m_rotate_qk(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases,
