@@ -16,7 +16,7 @@
 // representation other than rotation planes, GRAPE_FLASH_SCORE_VIEW(View) (flash_launch.cuh) for
 // a score view. Host checks throw grape::input_error before anything is allocated or launched; a
 // bad position or cu_seqlens sets *device_error_flag (read it before the output). Scratch (rotated
-// Q and K, positions) is stream-ordered (cudaMallocAsync) and freed after the call.
+// Q and K, positions) is stream-ordered (stream_scratch.hpp) and freed after the call.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -37,6 +37,7 @@
 #include "cuda/instance_attention.hpp"
 #include "cuda/instance_scores.hpp"
 #include "cuda/paper_bias_launch.hpp"
+#include "cuda/stream_scratch.hpp"
 #include "grape/rep/rotation_planes.hpp"
 
 namespace grape::cuda {

@@ -1,8 +1,8 @@
 #pragma once
 // The bias position of each token of an attention call on the device, as the CPU's positions_of
-// gives it: position_ids' first axis, offsets[b] + s, or s. The body is host-and-device code; the
-// launch (flash_f32.cu) writes them into a [tokens] array and sets the error flag for a position
-// outside [0, max_position).
+// gives it: position_ids' first axis, offsets[b] + s, or s. The bodies are host-and-device code,
+// one item per token; their launches (flash_f32.cu) write the positions into a [tokens] array and
+// set the error flag for a position outside its range.
 #include <cstdint>
 
 #include "grape/config.hpp"
@@ -50,6 +50,29 @@ struct position_source {
       b = t / seq_len;
       s = t % seq_len;
     }
+  }
+};
+
+/// out[t] = source.at(t); a position outside [0, max_position) sets *error.
+struct bias_positions_of {
+  position_source source;
+  std::int64_t max_position = 0;
+  std::int64_t* out = nullptr;
+  int* error = nullptr;
+  GRAPE_HOST_DEVICE void operator()(std::int64_t t) const {
+    const std::int64_t p = source.at(t);
+    if (p < 0 || p >= max_position) *error = 1;
+    out[t] = p;
+  }
+};
+
+/// Sets *error when positions[t] lies outside [0, limit).
+struct position_range_check {
+  const std::int64_t* positions = nullptr;
+  std::int64_t limit = 0;
+  int* error = nullptr;
+  GRAPE_HOST_DEVICE void operator()(std::int64_t t) const {
+    if (positions[t] < 0 || positions[t] >= limit) *error = 1;
   }
 };
 

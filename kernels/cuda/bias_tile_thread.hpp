@@ -7,12 +7,15 @@
 #include <type_traits>
 #include <utility>
 
+#include "cuda/grid_stride.hpp"
 #include "grape/config.hpp"
 
 namespace grape::cuda {
 
 inline constexpr int bias_tile_block = 128;
 inline constexpr std::int64_t bias_tile_max_grid = 65535;
+/// The grid of a tile, and of any other one-thread-per-item body of the bias kernels.
+inline constexpr item_grid bias_tile_item_grid{bias_tile_block, bias_tile_max_grid};
 
 /// Whether the body gives single elements (C++17, as the library's .cu files are compiled).
 template <class Rows, class = void>
@@ -31,18 +34,8 @@ GRAPE_HOST_DEVICE std::int64_t bias_tile_items(const Rows& r) {
   else return r.t.k_len > 0 ? rows : 0;
 }
 
-/// Blocks for `items` items (of a tile or any other one-thread-per-item body): one per thread, at
-/// most bias_tile_max_grid blocks (then strided).
-inline std::int64_t bias_tile_grid(std::int64_t items) {
-  const std::int64_t blocks = (items + bias_tile_block - 1) / bias_tile_block;
-  return blocks < bias_tile_max_grid ? blocks : bias_tile_max_grid;
-}
-
-/// f(item) for the items of thread `tid` of block `b` in a grid of `grid` blocks of `block` threads.
-template <class F>
-GRAPE_HOST_DEVICE void run_items(const F& f, std::int64_t items, std::int64_t b, int tid, std::int64_t grid, int block) {
-  for (std::int64_t item = b * block + tid; item < items; item += grid * block) f(item);
-}
+/// Blocks for `items` items: one per thread, at most bias_tile_max_grid blocks (then strided).
+inline std::int64_t bias_tile_grid(std::int64_t items) { return bias_tile_item_grid.blocks(items); }
 
 /// The tile's items of one thread: elements, or rows.
 template <class Rows>

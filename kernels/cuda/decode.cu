@@ -5,7 +5,7 @@
 namespace grape::cuda::detail {
 
 void launch_decode_positions(const decode_positions& p, cudaStream_t stream) {
-  launch_decode_items(p, p.s.batch, stream, "the decode's positions");
+  launch_items(p, p.s.batch, decode_item_grid, stream, "the decode's positions");
 }
 
 GRAPE_DECODE_INSTANCE(no_scores)

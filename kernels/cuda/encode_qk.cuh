@@ -13,7 +13,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "cpu/rotate_qk_plan.hpp"
@@ -48,9 +47,7 @@ void launch_view(const cpu::detail::rotate_plan& p, const View& view, std::int64
   const view_shared_layout shared = shared_layout_of(view);
   const int block = view_block_size(shared, heads);
   const encode_token_thread<T, View, Q, K> f{p, view, shared, max_position, error_flag};
-  two_phase_kernel<<<static_cast<unsigned>(p.total_tokens), block, shared.floats(block) * sizeof(float), stream>>>(f);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
+  launch_two_phase(f, p.total_tokens, block, shared.floats(block) * sizeof(float), stream, "rotate_qk of a view");
 }
 
 template <class R, layout_kind Q, layout_kind K>

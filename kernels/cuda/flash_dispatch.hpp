@@ -10,38 +10,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
+#include "cuda/errors.hpp"
 #include "cuda/flash_checks.hpp"
 #include "cuda/flash_launch.hpp"
+#include "cuda/stream_scratch.hpp"
 
 namespace grape::cuda::detail {
-
-inline void check_cuda_call(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: ") + what + ": " + cudaGetErrorString(e));
-}
-
-/// Stream-ordered device scratch (zeroed on the stream when asked), freed on the stream when it
-/// goes out of scope.
-class stream_scratch {
- public:
-  stream_scratch(std::size_t bytes, cudaStream_t stream, bool zeroed = false) : stream_(stream) {
-    if (bytes == 0) return;
-    check_cuda_call(cudaMallocAsync(&data_, bytes, stream), "cudaMallocAsync of scratch");
-    if (zeroed) check_cuda_call(cudaMemsetAsync(data_, 0, bytes, stream), "zeroing scratch");
-  }
-  ~stream_scratch() {
-    if (data_) cudaFreeAsync(data_, stream_);
-  }
-  stream_scratch(const stream_scratch&) = delete;
-  stream_scratch& operator=(const stream_scratch&) = delete;
-  void* get() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-  cudaStream_t stream_;
-};
 
 inline std::int64_t gate_length(const fox_scores& b) { return b.length; }
 inline std::int64_t gate_length(const gated_scores& b) { return b.length; }
@@ -83,7 +58,7 @@ void launch_flash_backward(const flash_operands& ops, const flash_grads& grads, 
   if constexpr (has_bias_grads<Bias>::value || walks_rows<Bias>::value)
     if (g.grad_bias) {
       bias_partials_size(bias, ops.q_heads, ops.tokens, row_partials, col_partials);
-      check_cuda_call(
+      check_cuda(
           cudaMemsetAsync(g.grad_bias, 0, static_cast<std::size_t>(bias.grad_size(ops.q_heads)) * sizeof(double), stream),
           "zeroing grad_bias");
     }

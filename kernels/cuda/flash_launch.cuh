@@ -6,9 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <stdexcept>
-#include <string>
-
+#include "cuda/errors.hpp"
 #include "cuda/flash_launch.hpp"
 
 namespace grape::cuda::detail {
@@ -36,10 +34,6 @@ __global__ void flash_queries_kernel(Program p) {
   p.run_queries(blockIdx.x, blockIdx.y, blockIdx.z, block_shape{static_cast<int>(blockDim.x)}, smem);
 }
 
-inline void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: ") + what + ": " + cudaGetErrorString(e));
-}
-
 /// Launches `kernel` over (x, sequences, heads) blocks with the plan's threads and shared memory.
 template <class Program>
 void launch_program(void (*kernel)(Program), const Program& program, const flash_plan& plan, std::int64_t x,
@@ -49,7 +43,7 @@ void launch_program(void (*kernel)(Program), const Program& program, const flash
              "flash attention's shared memory");
   const dim3 grid(static_cast<unsigned>(x), static_cast<unsigned>(sequences), static_cast<unsigned>(heads));
   kernel<<<grid, plan.threads, plan.smem_bytes, stream>>>(program);
-  check_cuda(cudaGetLastError(), "CUDA launch of the flash attention failed");
+  check_launch("the flash attention");
 }
 
 template <class T, class Bias>
@@ -69,7 +63,7 @@ void launch_flash_backward(const flash_operands& ops, const flash_grads& g, cons
   launch_program(&flash_queries_kernel<program_t>, program, plan, blocks, ops.batch, ops.q_heads, stream);
   if (g.grad_bias) {  // one thread per head sums its partials in a fixed order
     flash_bias_grad_kernel<<<static_cast<unsigned>(ops.q_heads), 32, 0, stream>>>(program);
-    check_cuda(cudaGetLastError(), "CUDA launch of the bias gradient");
+    check_launch("the bias gradient");
   }
 }
 

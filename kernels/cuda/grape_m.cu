@@ -5,9 +5,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <stdexcept>
-#include <string>
-
 #include "cuda/grape_m_call.hpp"
 #include "cuda/launch.cuh"
 
@@ -27,9 +24,7 @@ struct body<true, T, L> {
 template <bool Grads, class T, math::layout_kind L, class Launch>
 void launch_as(const Launch& l, std::int64_t tokens, cudaStream_t stream) {
   const typename body<Grads, T, L>::type f{l.call};
-  two_phase_kernel<<<static_cast<unsigned>(tokens), l.block, l.shared_bytes(), stream>>>(f);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
+  launch_two_phase(f, tokens, l.block, l.shared_bytes(), stream, Grads ? "GRAPE-M's gradients" : "GRAPE-M");
 }
 
 template <bool Grads, class Launch>

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cpu/grape_m.hpp"
+#include "cuda/device_arrays.hpp"
 #include "cuda/rotate_qk_cuda.hpp"
 
 namespace grape::cuda {
@@ -26,9 +27,6 @@ namespace grape::cuda {
 class device_grape_m {
  public:
   explicit device_grape_m(const cpu::grape_m_spec& spec);
-  ~device_grape_m();
-  device_grape_m(const device_grape_m&) = delete;
-  device_grape_m& operator=(const device_grape_m&) = delete;
 
   /// The spec, its freqs pointing at a host copy held here.
   const cpu::grape_m_spec& spec() const { return spec_; }
@@ -42,9 +40,10 @@ class device_grape_m {
  private:
   cpu::grape_m_spec spec_;
   std::vector<double> freqs_;
-  std::uint64_t* fractions_ = nullptr;
-  double* turns_ = nullptr;
-  double* thetas_ = nullptr;
+  device_arrays arrays_;
+  const std::uint64_t* fractions_ = nullptr;
+  const double* turns_ = nullptr;
+  const double* thetas_ = nullptr;
   std::optional<rotary_spec> rotary_;    // one shared row of θ >= 0
   std::unique_ptr<device_rotary> rotary_tables_;
 };

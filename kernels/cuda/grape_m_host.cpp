@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cpu/rotate_qk_plan.hpp"
+#include "cuda/errors.hpp"
 #include "cuda/grape_m_call.hpp"
 #include "cuda/grape_m_cuda.hpp"
 #include "cuda/rotate_qk_request.hpp"
@@ -12,17 +13,6 @@
 
 namespace grape::cuda {
 namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(fmt::format("grape: {}: {}", what, cudaGetErrorString(e)));
-}
-
-/// Allocates `device` (owned by the caller from then on) and copies `host` into it.
-template <class T>
-void upload(const std::vector<T>& host, T*& device) {
-  check(cudaMalloc(&device, host.size() * sizeof(T)), "cudaMalloc");
-  check(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-}
 
 void run(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases, std::int64_t total_tokens,
          int* device_error_flag, cudaStream_t stream, bool backward) {
@@ -57,23 +47,10 @@ device_grape_m::device_grape_m(const cpu::grape_m_spec& spec) : spec_(spec) {
   spec_.freqs = freqs_.data();
   const grape_m_host_tables tables = host_tables_of(spec_);
   rotary_ = cpu::detail::grape_m_rotary_spec(spec_);
-  try {
-    upload(tables.fractions, fractions_);
-    upload(tables.turns, turns_);
-    upload(tables.thetas, thetas_);
-    if (rotary_) rotary_tables_ = std::make_unique<device_rotary>(*rotary_);
-  } catch (...) {
-    cudaFree(fractions_);
-    cudaFree(turns_);
-    cudaFree(thetas_);
-    throw;
-  }
-}
-
-device_grape_m::~device_grape_m() {
-  cudaFree(fractions_);
-  cudaFree(turns_);
-  cudaFree(thetas_);
+  fractions_ = arrays_.copy(tables.fractions, "GRAPE-M's turn fractions");
+  turns_ = arrays_.copy(tables.turns, "GRAPE-M's turns");
+  thetas_ = arrays_.copy(tables.thetas, "GRAPE-M's frequencies");
+  if (rotary_) rotary_tables_ = std::make_unique<device_rotary>(*rotary_);
 }
 
 void grape_m_rotate_qk(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases,
@@ -97,12 +74,14 @@ void grape_m_param_grads(const device_grape_m& m, const cpu::rotate_qk_args& for
   const grape_m_grads_launch l = plan_grape_m_grads_launch(spec, {m.turn_fractions(), m.turns()}, m.thetas(), forward,
                                                            grad_q, grad_k, out, total_tokens, device_error_flag);
   if (out.freqs != nullptr)
-    check(cudaMemsetAsync(out.freqs, 0, static_cast<std::size_t>(spec.freq_rows) * spec.planes * sizeof(double), stream),
-          "cudaMemsetAsync");
+    detail::check_cuda(
+        cudaMemsetAsync(out.freqs, 0, static_cast<std::size_t>(spec.freq_rows) * spec.planes * sizeof(double), stream),
+        "cudaMemsetAsync");
   if (out.phases != nullptr)
-    check(cudaMemsetAsync(out.phases, 0, static_cast<std::size_t>(spec.phase_rows) * l.call.c.p.total_tokens * sizeof(double),
-                          stream),
-          "cudaMemsetAsync");
+    detail::check_cuda(cudaMemsetAsync(out.phases, 0,
+                                       static_cast<std::size_t>(spec.phase_rows) * l.call.c.p.total_tokens * sizeof(double),
+                                       stream),
+                       "cudaMemsetAsync");
   detail::launch_grape_m_grads(l, forward.type, spec.layout, stream);
 }
 

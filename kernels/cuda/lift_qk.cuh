@@ -14,11 +14,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "cpu/lift_qk_plan.hpp"
+#include "cuda/device_arrays.hpp"
 #include "cuda/device_view.hpp"
 #include "cuda/encode_qk.cuh"
 #include "cuda/launch.cuh"
@@ -46,28 +45,20 @@ class device_lift {
       for (int axis = 0; axis < view_type::rank; ++axis)
         shape_.generator_scale = std::max(shape_.generator_scale, rep.generator(axis).cwiseAbs().maxCoeff());
     }
-    const std::size_t bytes = device_views.size() * sizeof(view_type);
-    void* array = nullptr;
-    if (cudaError_t e = cudaMalloc(&array, bytes > 0 ? bytes : 1); e != cudaSuccess)
-      throw std::runtime_error(std::string("grape: cudaMalloc of the lift's views: ") + cudaGetErrorString(e));
-    views_.reset(static_cast<view_type*>(array));
-    if (cudaError_t e = cudaMemcpy(array, device_views.data(), bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
-      throw std::runtime_error(std::string("grape: cudaMemcpy of the lift's views: ") + cudaGetErrorString(e));
+    views_ = arrays_.copy(device_views, "the lift's views");
     if (!device_views.empty()) per_thread_ = lift_thread_floats(inst.head_dim, device_views.front());
   }
 
   const cpu::detail::lift_shape& shape() const { return shape_; }
-  const view_type* views() const { return views_.get(); }
+  const view_type* views() const { return views_; }
   int per_thread_floats() const { return per_thread_; }
 
  private:
-  struct device_free {
-    void operator()(view_type* p) const { cudaFree(p); }
-  };
   cpu::detail::lift_shape shape_;
   int per_thread_ = 0;
   std::vector<std::unique_ptr<device_view<view_type>>> heads_;
-  std::unique_ptr<view_type, device_free> views_;
+  device_arrays arrays_;
+  const view_type* views_ = nullptr;
 };
 
 namespace detail {
@@ -79,10 +70,8 @@ void launch_lift(const cpu::detail::lift_plan& lp, const View* views, int per_th
   if (lp.plan.total_tokens == 0 || units == 0) return;
   const int block = view_block_size(view_shared_layout{0, per_thread}, units);  // encode_qk.cuh's rule
   const lift_token_thread<T, View> f{lp, views, per_thread, max_position, error_flag};
-  two_phase_kernel<<<static_cast<unsigned>(lp.plan.total_tokens), block,
-                     static_cast<std::size_t>(block) * per_thread * sizeof(float), stream>>>(f);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
+  launch_two_phase(f, lp.plan.total_tokens, block, static_cast<std::size_t>(block) * per_thread * sizeof(float), stream,
+                   "lift_qk");
 }
 
 template <class R>

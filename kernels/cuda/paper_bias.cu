@@ -5,41 +5,23 @@
 // contextual GRAPE-M's phase gather and scatter for cuda::attention (phase_gather_thread.hpp).
 #include <cuda_runtime.h>
 
-#include <stdexcept>
-#include <string>
-
 #include "cpu/paper_bias_rows.hpp"
 #include "cuda/bias_tile_thread.hpp"
+#include "cuda/errors.hpp"
+#include "cuda/launch.cuh"
 #include "cuda/paper_bias_launch.hpp"
 
 namespace grape::cuda::detail {
 namespace {
 
-template <class Rows>
-__global__ void bias_tile_kernel(Rows rows, std::int64_t items) {
-  run_bias_tile(rows, items, blockIdx.x, static_cast<int>(threadIdx.x), gridDim.x, static_cast<int>(blockDim.x));
-}
-
-template <class Rows>
-void launch(const Rows& rows, cudaStream_t stream) {
-  const std::int64_t items = bias_tile_items(rows);
-  if (items == 0) return;
-  bias_tile_kernel<<<static_cast<unsigned>(bias_tile_grid(items)), bias_tile_block, 0, stream>>>(rows, items);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
-}
-
 template <class F>
-__global__ void items_kernel(F f, std::int64_t items) {
-  run_items(f, items, blockIdx.x, static_cast<int>(threadIdx.x), gridDim.x, static_cast<int>(blockDim.x));
+void launch(const F& f, std::int64_t items, cudaStream_t stream, const char* what) {
+  launch_items(f, items, bias_tile_item_grid, stream, what);
 }
 
-template <class F>
-void launch_items(const F& f, std::int64_t items, cudaStream_t stream) {
-  if (items == 0) return;
-  items_kernel<<<static_cast<unsigned>(bias_tile_grid(items)), bias_tile_block, 0, stream>>>(f, items);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
+template <class Rows>
+void launch_tile(const Rows& rows, cudaStream_t stream) {
+  launch(bias_tile_items_of<Rows>{rows}, bias_tile_items(rows), stream, "the bias tile");
 }
 
 }  // namespace
@@ -47,29 +29,35 @@ void launch_items(const F& f, std::int64_t items, cudaStream_t stream) {
 void launch_path_integral_grad(const path_integral_grad_call& call, cudaStream_t stream) {
   const std::int64_t items = call.heads * call.length;
   if (items == 0) return;
-  const cudaError_t e = cudaMemsetAsync(call.d_keys, 0, static_cast<std::size_t>(items) * call.dim * sizeof(double), stream);
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: cudaMemsetAsync: ") + cudaGetErrorString(e));
-  launch_items(path_integral_grad_rows{call}, items, stream);
-  launch_items(path_integral_grad_tokens{call}, items, stream);  // after every row: same stream
+  check_cuda(cudaMemsetAsync(call.d_keys, 0, static_cast<std::size_t>(items) * call.dim * sizeof(double), stream),
+             "cudaMemsetAsync");
+  launch(path_integral_grad_rows{call}, items, stream, "the path-integral gradient's rows");
+  // After every row: the same stream.
+  launch(path_integral_grad_tokens{call}, items, stream, "the path-integral gradient's tokens");
 }
 
 void launch_gated_linear_grad(const cpu::gated_linear_grad_call& call, cudaStream_t stream) {
-  launch_items(cpu::gated_linear_grad_tokens{call}, static_cast<std::int64_t>(call.heads) * call.length, stream);
-  launch_items(cpu::gated_linear_grad_heads{call}, call.heads, stream);  // after every token: same stream
+  launch(cpu::gated_linear_grad_tokens{call}, static_cast<std::int64_t>(call.heads) * call.length, stream,
+         "the gated gradient's tokens");
+  // After every token: the same stream.
+  launch(cpu::gated_linear_grad_heads{call}, call.heads, stream, "the gated gradient's heads");
 }
 
-void launch_phase_gather(const phase_gather& gather, cudaStream_t stream) { launch_items(gather, gather.c.items(), stream); }
+void launch_phase_gather(const phase_gather& gather, cudaStream_t stream) {
+  launch(gather, gather.c.items(), stream, "the phase gather");
+}
 
-void launch_phase_origin(const phase_origin& origin, cudaStream_t stream) { launch_items(origin, origin.c.items(), stream); }
+void launch_phase_origin(const phase_origin& origin, cudaStream_t stream) {
+  launch(origin, origin.c.items(), stream, "the phase origins");
+}
 
 void launch_phase_scatter(const phase_scatter& scatter, cudaStream_t stream) {
   const std::size_t bytes = static_cast<std::size_t>(scatter.c.rows * scatter.c.length) * sizeof(double);
-  const cudaError_t e = cudaMemsetAsync(scatter.table_grads, 0, bytes, stream);
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: cudaMemsetAsync: ") + cudaGetErrorString(e));
-  launch_items(scatter, scatter.c.items(), stream);
+  check_cuda(cudaMemsetAsync(scatter.table_grads, 0, bytes, stream), "cudaMemsetAsync");
+  launch(scatter, scatter.c.items(), stream, "the phase scatter");
 }
 
-void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t stream) { launch(rows, stream); }
-void launch_bias_rows(const cpu::detail::path_integral_rows& rows, cudaStream_t stream) { launch(rows, stream); }
+void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t stream) { launch_tile(rows, stream); }
+void launch_bias_rows(const cpu::detail::path_integral_rows& rows, cudaStream_t stream) { launch_tile(rows, stream); }
 
 }  // namespace grape::cuda::detail

@@ -10,9 +10,9 @@
 // path_integral_grad: GRAPE-AP's dL/dp from the tile's gradient (path_integral_grad_thread.hpp);
 // gated_linear_grad: gated GRAPE-A's dL/d(ω, gates) (cpu/gated_linear_grad_items.hpp).
 #include <cstdint>
-#include <vector>
 
 #include "cpu/score_bias.hpp"
+#include "cuda/device_arrays.hpp"
 #include "grape/encodings/grape_a_gated.hpp"
 #include "grape/encodings/grape_ap.hpp"
 #include "grape/inject/score_bias.hpp"
@@ -21,37 +21,35 @@ using cudaStream_t = struct CUstream_st*;
 
 namespace grape::cuda {
 
-/// float64 values in device memory (null when empty).
-class device_doubles {
- public:
-  explicit device_doubles(const std::vector<double>& host);
-  ~device_doubles();
-  device_doubles(const device_doubles&) = delete;
-  device_doubles& operator=(const device_doubles&) = delete;
-  const double* get() const { return data_; }
-
- private:
-  double* data_ = nullptr;
-};
-
-/// grape_a_key_gated / grape_a_qk_gated on the device: ω_h and the gates.
+/// grape_a_key_gated / grape_a_qk_gated on the device: ω_h and the gates (float64 device memory).
 class device_gated_bias {
+  device_arrays arrays_;  // first: the pointers below are copies made into it
+
  public:
   explicit device_gated_bias(const bias_instance<gated_linear_bias>& inst);
   int heads;
   std::int64_t length;
-  device_doubles omega, key_gate, query_gate;  // query_gate null when key-gated
+  const double* omega;
+  const double* key_gate;
+  const double* query_gate;  // null when key-gated
 };
 
-/// grape_ap_relative on the device: slopes, p, p̂ and the cos/sin of each offset.
+/// grape_ap_relative on the device: slopes, p, p̂ and the cos/sin of each offset (float64 device
+/// memory).
 class device_path_integral_bias {
+  device_arrays arrays_;  // first: the pointers below are copies made into it
+
  public:
   explicit device_path_integral_bias(const bias_instance<path_integral_bias>& inst);
   int heads;
   std::int64_t length;
   int dim;
   double norm_eps;  // the RMS normalisation's, as the bias was made with
-  device_doubles slopes, rows, keys, offset_cos, offset_sin;
+  const double* slopes;
+  const double* rows;
+  const double* keys;
+  const double* offset_cos;
+  const double* offset_sin;
 };
 
 /// dL/dp [heads, T, P] of GRAPE-AP's bias from dL/d(tile) G [heads, T, T] over the whole sequence

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cpu/rotate_qk.hpp"
+#include "cuda/device_arrays.hpp"
 #include "grape/schedule/rotary_spec.hpp"
 
 using cudaStream_t = struct CUstream_st*;
@@ -18,18 +19,16 @@ namespace grape::cuda {
 class device_rotary {
  public:
   explicit device_rotary(const rotary_spec& spec, std::int64_t cache_positions = 0);
-  ~device_rotary();
-  device_rotary(const device_rotary&) = delete;
-  device_rotary& operator=(const device_rotary&) = delete;
   const std::uint64_t* turn_fractions() const { return turn_fractions_; }
   const int* plane_axis() const { return plane_axis_; }
   const float* cache() const { return cache_; }
   std::int64_t cache_positions() const { return cache_positions_; }
 
  private:
-  std::uint64_t* turn_fractions_ = nullptr;
-  int* plane_axis_ = nullptr;
-  float* cache_ = nullptr;
+  device_arrays arrays_;
+  const std::uint64_t* turn_fractions_ = nullptr;
+  const int* plane_axis_ = nullptr;
+  const float* cache_ = nullptr;
   std::int64_t cache_positions_ = 0;
 };
 

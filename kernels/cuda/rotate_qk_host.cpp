@@ -5,17 +5,15 @@
 #include <fmt/format.h>
 
 #include "cpu/rotate_qk_plan.hpp"
+#include "cuda/errors.hpp"
 #include "cuda/rotate_freq_grad_launch.hpp"
 #include "cuda/rotate_qk_cuda.hpp"
 #include "cuda/rotate_qk_request.hpp"
+#include "cuda/stream_scratch.hpp"
 #include "grape/detail/error.hpp"
 
 namespace grape::cuda {
 namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(fmt::format("grape: {}: {}", what, cudaGetErrorString(e)));
-}
 
 /// The CPU's plan and checks over device pointers, with the device tables; the positions and
 /// sequence lengths are device memory, so the kernel checks the positions (error flag) and the
@@ -65,25 +63,13 @@ void detail::check_device_call(const cpu::rotate_qk_args& args, const int* devic
 device_rotary::device_rotary(const rotary_spec& spec, std::int64_t cache_positions) {
   check_rotary_spec(spec);
   if (cache_positions < 0) throw input_error(fmt::format("cache_positions: must be >= 0 (got {})", cache_positions));
-  const std::vector<math::phase_t> turns = cpu::detail::turn_fractions_of(spec.inv_freq);
-  check(cudaMalloc(&turn_fractions_, turns.size() * sizeof(math::phase_t)), "cudaMalloc");
-  check(cudaMemcpy(turn_fractions_, turns.data(), turns.size() * sizeof(math::phase_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (!spec.plane_axis.empty()) {
-    check(cudaMalloc(&plane_axis_, spec.plane_axis.size() * sizeof(int)), "cudaMalloc");
-    check(cudaMemcpy(plane_axis_, spec.plane_axis.data(), spec.plane_axis.size() * sizeof(int), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
+  turn_fractions_ = arrays_.copy(cpu::detail::turn_fractions_of(spec.inv_freq), "the turn fractions");
+  plane_axis_ = arrays_.copy(spec.plane_axis, "the plane axes");
   if (cache_positions > 0) {
     const auto host = cpu::rotary_cache::build(spec, cache_positions);  // the CPU's rows, exact phase
-    check(cudaMalloc(&cache_, host.rows.size() * sizeof(float)), "cudaMalloc");
-    check(cudaMemcpy(cache_, host.rows.data(), host.rows.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    cache_ = arrays_.copy(host.rows, "the cos/sin cache");
     cache_positions_ = cache_positions;
   }
-}
-
-device_rotary::~device_rotary() {
-  cudaFree(turn_fractions_);
-  cudaFree(plane_axis_);
-  cudaFree(cache_);
 }
 
 void rotate_qk(const rotary_spec& spec, const device_rotary& tables, const cpu::rotate_qk_args& args,
@@ -122,14 +108,9 @@ void rotate_qk_inv_freq_grad(const rotary_spec& spec, const device_rotary& table
   c.origin = origin;
   const std::int64_t tokens = c.p.total_tokens;
   const std::size_t bytes = static_cast<std::size_t>(tokens) * (spec.rotary_dim / 2) * sizeof(double);
-  if (bytes > 0) check(cudaMallocAsync(reinterpret_cast<void**>(&c.partial), bytes, stream), "cudaMallocAsync");
-  try {
-    detail::launch_freq_grad(c, forward.type, tokens, grad_inv_freq, stream);
-  } catch (...) {
-    cudaFreeAsync(c.partial, stream);
-    throw;
-  }
-  if (c.partial) check(cudaFreeAsync(c.partial, stream), "cudaFreeAsync");
+  const detail::stream_scratch partial(bytes, stream);
+  c.partial = static_cast<double*>(partial.get());
+  detail::launch_freq_grad(c, forward.type, tokens, grad_inv_freq, stream);
 }
 
 }  // namespace grape::cuda

@@ -3,15 +3,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 #include "cuda/launch.cuh"
 #include "cuda/rotate_qk_request.hpp"
 #include "cuda/rotate_qk_thread.hpp"
 
 namespace grape::cuda::detail {
-
 
 template <class T, int V, math::layout_kind L>
 void launch_with(const launch_request& r) {
@@ -21,9 +18,7 @@ void launch_with(const launch_request& r) {
   const std::int64_t total = (p.q.heads + p.k.heads) * units.per_head();
   const int block = total >= 256 ? 256 : static_cast<int>((total + 31) / 32 * 32);
   if (r.total_tokens == 0 || total == 0) return;
-  two_phase_kernel<<<static_cast<unsigned>(r.total_tokens), block, p.rotary_dim * sizeof(float), r.stream>>>(f);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("grape: CUDA launch failed: ") + cudaGetErrorString(e));
+  launch_two_phase(f, r.total_tokens, block, p.rotary_dim * sizeof(float), r.stream, "rotate_qk");
 }
 
 template <class T>
