@@ -139,7 +139,8 @@ def backward(grad_out, q, k, v, out, lse, kind, params, spec, options, wanted):
             n = p.numel()
             g = flat_bias[at:at + n] if want_bias else None
             at += n
-        grads.append(_torch.zeros_like(p) if g is None else g.reshape(p.shape).to(p.dtype))
+        # A copy: two views of flat_bias would alias each other, which torch's custom ops refuse.
+        grads.append(_torch.zeros_like(p) if g is None else g.reshape(p.shape).to(p.dtype, copy=True))
     return [dq, dk, dv, *grads]
 
 
