@@ -100,5 +100,10 @@ def test_the_attention_ops_pass_opcheck():
     inv_freq = torch.tensor(grape.rope(head_dim=D, base=100.0).inv_freq, requires_grad=True)
     slopes = torch.tensor(grape.alibi(heads=HEADS).slopes, dtype=torch.float32, requires_grad=True)
     args = (q.requires_grad_(), k, v, "rotary+alibi", [inv_freq, slopes], D, D, "half_split", 1.0, "", 128, True, 1e-6,
-            "", None, None, None, True, 0, None)
+            "", None, None, None, None, None, None, True, 0, None)
+    torch.library.opcheck(torch.ops.grape.attention.default, args)
+    # Keys on tokens of their own: 4 more keys than queries, the queries the last SEQ positions.
+    k2, v2 = (torch.randn(SEQ + 4, HEADS, D, generator=g) for _ in range(2))
+    args = (q, k2, v2, "rotary+alibi", [inv_freq, slopes], D, D, "half_split", 1.0, "", 128, True, 1e-6,
+            "", torch.arange(4, SEQ + 4), None, None, torch.arange(SEQ + 4), None, None, True, 0, None)
     torch.library.opcheck(torch.ops.grape.attention.default, args)
