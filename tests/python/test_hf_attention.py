@@ -133,12 +133,19 @@ def test_llama_with_grape_rotary_and_grape_attention_matches_transformers(grape_
     assert (got - expected)[mask.bool()].abs().max().item() <= 1e-4
 
 
-def right_padded_batch():
+def training_batch(padding):
+    """Two sequences of 10 tokens, the second padded to 6 on the right or the left (or not at all);
+    the padded positions' labels are -100, and with left padding the first real token's too: it is
+    predicted from the last pad, a query row whose output is not defined (a fully masked row: eager
+    averages every value, grape gives zero)."""
     g = torch.Generator().manual_seed(2)
     ids = torch.randint(1, 128, (2, 10), generator=g)
     mask = torch.ones_like(ids)
-    ids[1, 6:], mask[1, 6:] = 0, 0
+    pads = {"none": slice(0, 0), "right": slice(6, None), "left": slice(0, 4)}[padding]
+    ids[1, pads], mask[1, pads] = 0, 0
     labels = ids.masked_fill(mask == 0, -100)
+    if padding == "left":
+        labels[1, pads.stop] = -100
     return ids, mask, labels
 
 
@@ -150,13 +157,11 @@ def loss_and_grads(model, implementation, ids, mask, labels):
     return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("padding", ["none", "right", "left"])
 @pytest.mark.parametrize("reference", REFERENCES)
-def test_llama_training_step_gives_transformers_gradients(reference, padded, grape_calls):
+def test_llama_training_step_gives_transformers_gradients(reference, padding, grape_calls):
     model = llama().train()
-    ids, mask, labels = right_padded_batch()
-    if not padded:
-        mask, labels = torch.ones_like(mask), ids
+    ids, mask, labels = training_batch(padding)
     loss, grads = loss_and_grads(model, reference, ids, mask, labels)
     grape_loss, grape_grads = loss_and_grads(model, "grape", ids, mask, labels)
     assert grape_calls[0] == 2
