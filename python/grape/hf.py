@@ -33,6 +33,7 @@ import dataclasses as _dataclasses
 import importlib as _importlib
 import inspect as _inspect
 import types as _types
+import weakref as _weakref
 
 import torch as _torch
 
@@ -273,26 +274,36 @@ def causal_attention(query, key, value, attention_mask, scale, **encoding):
     if k_len < q_len:
         raise _grape.GrapeError("grape: attention: key: %d keys for %d queries; the queries must be the "
                                 "last of the keys' tokens" % (k_len, q_len))
-    valid = _valid_tokens(attention_mask, batch, q_len, k_len)
+    packing = _valid_tokens(attention_mask, batch, q_len, k_len)
     device = query.device
-    if valid is None or (valid[0].all() and valid[1].all()):
-        # Every token valid: one batched call, the queries at the last Tq of the Tk positions.
+    if packing is None:
+        # Every token real: one batched call, the queries at the last Tq of the Tk positions.
         where = {} if q_len == k_len else dict(
             positions=_torch.arange(k_len - q_len, k_len, device=device).repeat(batch),
             key_positions=_torch.arange(k_len, device=device).repeat(batch))
         out = _grape_torch.attention(query, key, value, causal=True, scale=scale, layout="bhtd", **where, **encoding)
         return out.transpose(1, 2)
-    query_valid, key_valid = valid
-    # Each row's valid tokens as one packed sequence: its keys at positions 0..n-1 (what transformers
-    # counts with cumsum(mask) - 1), its queries the last ones (bottom-right aligned).
-    rank = key_valid.long().cumsum(1) - 1
+    q_rows, q_cols, k_rows, k_cols, cu_seqlens, key_cu_seqlens, positions, key_positions = packing
     q, k, v = (x.transpose(1, 2) for x in (query, key, value))  # [batch, seq, heads, d] views
     packed = _grape_torch.attention(
-        q[query_valid], k[key_valid], v[key_valid], causal=True, scale=scale,
-        cu_seqlens=_starts(query_valid), key_cu_seqlens=_starts(key_valid),
-        positions=rank[:, k_len - q_len:][query_valid], key_positions=rank[key_valid], **encoding)
-    rows, cols = query_valid.nonzero(as_tuple=True)
-    return packed.new_zeros(batch, q_len, heads, dim).index_put((rows, cols), packed)
+        q[q_rows, q_cols], k[k_rows, k_cols], v[k_rows, k_cols], causal=True, scale=scale, cu_seqlens=cu_seqlens,
+        key_cu_seqlens=key_cu_seqlens, positions=positions, key_positions=key_positions, **encoding)
+    return packed.new_zeros(batch, q_len, heads, dim).index_put((q_rows, q_cols), packed)
+
+
+def _packing(query_valid, key_valid):
+    """None when every token is real; else each row's real tokens as one packed sequence: the
+    (row, column) indices of the real queries and keys, cu_seqlens of both, and their positions
+    0..n-1 within the row (what transformers counts with cumsum(mask) - 1), the queries the last ones
+    (bottom-right aligned)."""
+    if query_valid.all() and key_valid.all():
+        return None
+    q_len, k_len = query_valid.shape[1], key_valid.shape[1]
+    rank = key_valid.long().cumsum(1) - 1
+    q_rows, q_cols = query_valid.nonzero(as_tuple=True)
+    k_rows, k_cols = key_valid.nonzero(as_tuple=True)
+    return (q_rows, q_cols, k_rows, k_cols, _starts(query_valid), _starts(key_valid),
+            rank[q_rows, q_cols + (k_len - q_len)], rank[k_rows, k_cols])
 
 
 def _starts(valid):
@@ -300,16 +311,31 @@ def _starts(valid):
     return _torch.nn.functional.pad(valid.sum(1).cumsum(0), (1, 0))
 
 
+# Every layer of a forward gets the same mask tensor: its reading, kept for the next layer.
+_last_reading = [None, None, None]  # weak reference to the mask, (its version, Tq, Tk), reading
+
+
 def _valid_tokens(attention_mask, batch, q_len, k_len):
-    """(query_valid [batch, Tq], key_valid [batch, Tk]) read from a causal 4-D mask, or None for no mask.
+    """_packing of _read_mask, once per mask tensor (while it is unchanged) and call shape."""
+    if attention_mask is None:
+        return None
+    ref, key, reading = _last_reading
+    now = (attention_mask._version, batch, q_len, k_len)
+    if ref is not None and ref() is attention_mask and key == now:
+        return reading
+    reading = _packing(*_read_mask(attention_mask, batch, q_len, k_len))
+    _last_reading[:] = [_weakref.ref(attention_mask), now, reading]
+    return reading
+
+
+def _read_mask(attention_mask, batch, q_len, k_len):
+    """(query_valid [batch, Tq], key_valid [batch, Tk]) read from a causal 4-D mask.
 
     The mask transformers passes (4.49's additive one, 5's boolean one) is causal plus padding: a
     valid query sees its own key and the valid keys before it, and the last valid query of a row sees
     every valid key. That is what is read; the whole mask is then compared with the one those tokens
     make, so that a mask of another shape (a sliding window, packed sequences, a static cache's
     columns) is refused instead of being run as causal plus padding."""
-    if attention_mask is None:
-        return None
     shape = tuple(attention_mask.shape)
     if len(shape) != 4 or shape[0] not in (1, batch) or shape[1] != 1 or shape[2] != q_len or shape[3] < k_len:
         raise _grape.GrapeError("grape: attention: attention_mask must be [batch, 1, %d, >= %d] (got %s)"
