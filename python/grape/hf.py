@@ -242,6 +242,10 @@ def set_attention(model, implementation=ATTENTION):
         model.set_attn_implementation(implementation)
         return model
     # 4.49: every module reads self.config._attn_implementation when it runs.
+    from transformers import modeling_utils
+    if implementation != "eager" and implementation not in modeling_utils.ALL_ATTENTION_FUNCTIONS:
+        raise _grape.GrapeError("grape: set_attention: implementation %r is not one of transformers' (%s)"
+                                % (implementation, ", ".join(["eager", *modeling_utils.ALL_ATTENTION_FUNCTIONS])))
     for config in {id(m.config): m.config for m in model.modules() if hasattr(m, "config")}.values():
         config._attn_implementation = implementation
     return model

@@ -203,6 +203,8 @@ def test_bad_arguments_give_one_grape_line():
     model = llama()
     with pytest.raises(grape.GrapeError, match=r"^grape: set_attention: implementation must be a name"):
         grape.hf.set_attention(model, 3)
+    with pytest.raises((grape.GrapeError, ValueError), match=r"grape-flash"):  # 5: transformers' own check
+        grape.hf.set_attention(model, "grape-flash")
     with pytest.raises(grape.GrapeError, match=r"^grape: set_attention: BLOOM runs 'grape' or its own 'eager'"):
         grape.hf.set_attention(bloom(), "sdpa")
     q, k, v = torch.randn(1, 4, 5, 16), torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16)
