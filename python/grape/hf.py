@@ -1,11 +1,15 @@
-"""grape inside a Hugging Face transformers model: its rotary embedding and its apply-rotary step.
+"""grape inside a Hugging Face transformers model: its rotary embedding, its apply-rotary step, and its attention.
 
     import grape.hf
     grape.hf.patch(model)      # model.config's exact encoding, grape's kernel for Q and K
     ...
     grape.hf.unpatch(model)    # back to transformers' own code
 
-What changes: the model's rotary module becomes grape's. It builds the encoding from model.config
+    grape.hf.register()        # attn_implementation="grape" becomes known to transformers
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="grape")
+    grape.hf.set_attention(model, "grape")   # or switch a built model (back: "sdpa", "eager")
+
+What patch changes: the model's rotary module becomes grape's. It builds the encoding from model.config
 with grape.from_config (the float32 table transformers computes, bit for bit, with the same table
 switches: dynamic NTK's growth and reset, LongRoPE's short/long factors), and returns cos and sin
 of the exact phase (float64 phase, rounded once) instead of float32 `inv_freq @ position_ids`,
@@ -16,9 +20,20 @@ gradients flow); any other call goes to transformers' function unchanged.
 Families: Llama, Mistral, Qwen2, Qwen3, Gemma, Phi-3 (LongRoPE), GPT-NeoX (partial rotary) and
 DeepSeek-V3 (interleaved pairs, apply_rotary_pos_emb_interleave). Tested with transformers 4.49 on
 torch 1.13 (Qwen3 and DeepSeek-V3 are newer than 4.49) and transformers 5.25 on torch 2.15.
+
+What the attention does: transformers' attention function (Q, K, V in SDPA's [batch, heads, seq,
+dim], K and V possibly from the KV cache and longer than Q) runs grape.torch.attention, causal,
+bottom-right aligned, GQA without repeating K and V. The padding comes out of the causal mask the
+model passes (transformers' 4-D mask, checked to be causal plus padding): the valid tokens of each
+row are packed into sequences of their own (cu_seqlens), so no T x T mask reaches the kernel, and
+padded queries' outputs are zero. BLOOM, whose attention module adds its ALiBi itself and does not
+dispatch, gets a forward with the slopes inside the kernel.
 """
 import dataclasses as _dataclasses
 import importlib as _importlib
+import inspect as _inspect
+import types as _types
+import weakref as _weakref
 
 import torch as _torch
 
@@ -186,3 +201,231 @@ def unpatch(model):
 def is_patched(model):
     owner, _ = _rotary_owner(model)
     return isinstance(owner.rotary_emb, GrapeRotaryEmbedding)
+
+
+# ---- Attention: attn_implementation="grape" ----
+
+ATTENTION = "grape"
+
+
+def register():
+    """Make attn_implementation="grape" known to transformers (the functional attention interface of
+    transformers 4.49 and later); calling it again changes nothing. Returns "grape"."""
+    from transformers import modeling_utils
+    interface = getattr(modeling_utils, "AttentionInterface", None)
+    if interface is None:  # 4.49: a plain dict that from_config's check also reads
+        modeling_utils.ALL_ATTENTION_FUNCTIONS[ATTENTION] = attention
+        return ATTENTION
+    interface.register(ATTENTION, attention)
+    try:
+        from transformers import masking_utils
+    except ImportError:  # no mask interface: the model builds its own 4-D mask, as 4.49's do
+        return ATTENTION
+    # Without a mask function of its own an implementation gets no mask at all (padding dropped);
+    # SDPA's gives None where there is no padding and the boolean 4-D mask where there is.
+    masking_utils.AttentionMaskInterface.register(ATTENTION, masking_utils.sdpa_mask)
+    return ATTENTION
+
+
+def set_attention(model, implementation=ATTENTION):
+    """Run model's attention through `implementation` ("grape", or one of transformers' names such
+    as "sdpa" or "eager" to go back); returns the model. For BLOOM, "grape" replaces its attention
+    modules' forward and "eager" restores it."""
+    if not isinstance(implementation, str):
+        raise _grape.GrapeError("grape: set_attention: implementation must be a name such as 'grape', "
+                                "'sdpa' or 'eager' (got %r)" % (implementation,))
+    if implementation == ATTENTION:
+        register()
+    if getattr(model.config, "model_type", None) == "bloom":
+        return _set_bloom_attention(model, implementation)
+    if hasattr(model, "set_attn_implementation"):  # transformers 5: checks the name, sets every sub-config
+        model.set_attn_implementation(implementation)
+        return model
+    # 4.49: every module reads self.config._attn_implementation when it runs.
+    from transformers import modeling_utils
+    if implementation != "eager" and implementation not in modeling_utils.ALL_ATTENTION_FUNCTIONS:
+        raise _grape.GrapeError("grape: set_attention: implementation %r is not one of transformers' (%s)"
+                                % (implementation, ", ".join(["eager", *modeling_utils.ALL_ATTENTION_FUNCTIONS])))
+    for config in {id(m.config): m.config for m in model.modules() if hasattr(m, "config")}.values():
+        config._attn_implementation = implementation
+    return model
+
+
+def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """transformers' attention function for attn_implementation="grape": query [batch, heads, Tq, d],
+    key and value [batch, kv_heads, Tk, d] (Tk >= Tq with a KV cache), attention_mask None or the
+    model's 4-D mask. Returns ([batch, Tq, heads, d], None) as transformers' sdpa function does."""
+    if dropout:
+        raise _grape.GrapeError("grape: attention: dropout %g is not supported (set the config's "
+                                "attention_dropout to 0)" % dropout)
+    for name in ("sliding_window", "softcap"):
+        if kwargs.get(name) is not None:
+            raise _grape.GrapeError("grape: attention: %s=%r is not supported" % (name, kwargs[name]))
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    if not causal:
+        raise _grape.GrapeError("grape: attention: is_causal: only causal attention is supported")
+    return causal_attention(query, key, value, attention_mask, scaling), None
+
+
+def causal_attention(query, key, value, attention_mask, scale, **encoding):
+    """grape.torch.attention on SDPA's layout with transformers' causal mask: query [batch, heads,
+    Tq, d], key and value [batch, kv_heads, Tk, d], queries the last Tq of the Tk tokens; the mask None
+    (no padding) or [batch, 1, Tq, >= Tk], boolean (True: attend) or additive (0 or the dtype's
+    minimum / -inf). `encoding`: grape.torch.attention's encoding arguments (e.g. slopes=). Returns
+    [batch, Tq, heads, d]; a padded query's row is zero."""
+    batch, heads, q_len, dim = query.shape
+    k_len = key.shape[2]
+    if k_len < q_len:
+        raise _grape.GrapeError("grape: attention: key: %d keys for %d queries; the queries must be the "
+                                "last of the keys' tokens" % (k_len, q_len))
+    packing = _valid_tokens(attention_mask, batch, q_len, k_len)
+    device = query.device
+    if packing is None:
+        # Every token real: one batched call, the queries at the last Tq of the Tk positions.
+        where = {} if q_len == k_len else dict(
+            positions=_torch.arange(k_len - q_len, k_len, device=device).repeat(batch),
+            key_positions=_torch.arange(k_len, device=device).repeat(batch))
+        out = _grape_torch.attention(query, key, value, causal=True, scale=scale, layout="bhtd", **where, **encoding)
+        return out.transpose(1, 2)
+    q_rows, q_cols, k_rows, k_cols, cu_seqlens, key_cu_seqlens, positions, key_positions = packing
+    q, k, v = (x.transpose(1, 2) for x in (query, key, value))  # [batch, seq, heads, d] views
+    packed = _grape_torch.attention(
+        q[q_rows, q_cols], k[k_rows, k_cols], v[k_rows, k_cols], causal=True, scale=scale, cu_seqlens=cu_seqlens,
+        key_cu_seqlens=key_cu_seqlens, positions=positions, key_positions=key_positions, **encoding)
+    return packed.new_zeros(batch, q_len, heads, dim).index_put((q_rows, q_cols), packed)
+
+
+def _packing(query_valid, key_valid):
+    """None when every token is real; else each row's real tokens as one packed sequence: the
+    (row, column) indices of the real queries and keys, cu_seqlens of both, and their positions
+    0..n-1 within the row (what transformers counts with cumsum(mask) - 1), the queries the last ones
+    (bottom-right aligned)."""
+    if query_valid.all() and key_valid.all():
+        return None
+    q_len, k_len = query_valid.shape[1], key_valid.shape[1]
+    rank = key_valid.long().cumsum(1) - 1
+    q_rows, q_cols = query_valid.nonzero(as_tuple=True)
+    k_rows, k_cols = key_valid.nonzero(as_tuple=True)
+    return (q_rows, q_cols, k_rows, k_cols, _starts(query_valid), _starts(key_valid),
+            rank[q_rows, q_cols + (k_len - q_len)], rank[k_rows, k_cols])
+
+
+def _starts(valid):
+    """cu_seqlens [batch + 1] of the rows' valid tokens."""
+    return _torch.nn.functional.pad(valid.sum(1).cumsum(0), (1, 0))
+
+
+# Every layer of a forward gets the same mask tensor: its reading, kept for the next layer.
+_last_reading = [None, None, None]  # weak reference to the mask, (its version, Tq, Tk), reading
+
+
+def _valid_tokens(attention_mask, batch, q_len, k_len):
+    """_packing of _read_mask, once per mask tensor (while it is unchanged) and call shape."""
+    if attention_mask is None:
+        return None
+    ref, key, reading = _last_reading
+    now = (attention_mask._version, batch, q_len, k_len)
+    if ref is not None and ref() is attention_mask and key == now:
+        return reading
+    reading = _packing(*_read_mask(attention_mask, batch, q_len, k_len))
+    _last_reading[:] = [_weakref.ref(attention_mask), now, reading]
+    return reading
+
+
+def _read_mask(attention_mask, batch, q_len, k_len):
+    """(query_valid [batch, Tq], key_valid [batch, Tk]) read from a causal 4-D mask.
+
+    The mask transformers passes (4.49's additive one, 5's boolean one) is causal plus padding: a
+    valid query sees its own key and the valid keys before it, and the last valid query of a row sees
+    every valid key. That is what is read; the whole mask is then compared with the one those tokens
+    make, so that a mask of another shape (a sliding window, packed sequences, a static cache's
+    columns) is refused instead of being run as causal plus padding."""
+    shape = tuple(attention_mask.shape)
+    if len(shape) != 4 or shape[0] not in (1, batch) or shape[1] != 1 or shape[2] != q_len or shape[3] < k_len:
+        raise _grape.GrapeError("grape: attention: attention_mask must be [batch, 1, %d, >= %d] (got %s)"
+                                % (q_len, k_len, list(shape)))
+    mask = attention_mask[:, 0, :, :k_len]
+    if mask.dtype == _torch.bool:
+        seen = mask
+    else:
+        seen = mask == 0
+        if not (seen | (mask <= _torch.finfo(mask.dtype).min)).all():
+            raise _grape.GrapeError("grape: attention: attention_mask holds values other than 0 and -inf "
+                                    "(a bias, not a mask)")
+    seen = seen.expand(batch, q_len, k_len)
+    device = seen.device
+    query_cols = _torch.arange(k_len - q_len, k_len, device=device)
+    query_valid = seen[:, _torch.arange(q_len, device=device), query_cols]
+    last = _torch.where(query_valid, _torch.arange(q_len, device=device), _torch.full_like(query_cols, -1)).amax(1)
+    key_valid = seen[_torch.arange(batch, device=device), last.clamp(min=0)] & (last >= 0)[:, None]
+    causal = _torch.arange(k_len, device=device)[None, :] <= query_cols[:, None]
+    expected = key_valid[:, None, :] & causal[None]
+    # Padded queries' rows are not read (grape leaves them zero), valid ones must be exactly expected.
+    if not (((seen == expected) | ~query_valid[:, :, None]).all() and _torch.equal(query_valid, key_valid[:, k_len - q_len:])):
+        raise _grape.GrapeError("grape: attention: attention_mask is not causal plus padding (a sliding window, "
+                                "packed sequences or a static cache?); grape runs only that mask")
+    return query_valid, key_valid
+
+
+# ---- BLOOM: ALiBi added by its attention module, which does not dispatch ----
+
+def _bloom_slopes(module, device):
+    """BLOOM's slopes as transformers computes them (float32), read off its alibi at position 1."""
+    slopes = getattr(module, "_grape_slopes", None)
+    if slopes is None or slopes.device != device:
+        build = _importlib.import_module(type(module).__module__).build_alibi_tensor
+        slopes = build(_torch.ones(1, 2, device=device), module.num_heads, _torch.float32).reshape(-1, 2)[:, 1]
+        module._grape_slopes = slopes
+    return slopes
+
+
+def _bloom_forward(self, hidden_states, residual, alibi, attention_mask, layer_past=None, **kwargs):
+    """BloomAttention.forward with the attention in grape's kernel. BLOOM's bias is slope * (key's
+    position), positions counted by cumsum(attention_mask) - 1; in a query's row that is ALiBi's
+    -slope * (query - key) plus a constant, which the softmax does not see. So the packed valid
+    tokens at positions 0..n-1 with the same slopes give BLOOM's attention."""
+    if kwargs.get("output_attentions") or kwargs.get("head_mask") is not None:
+        return type(self).forward(self, hidden_states, residual, alibi, attention_mask, layer_past, **kwargs)
+    if self.training and self.attention_dropout.p:
+        raise _grape.GrapeError("grape: attention: dropout %g is not supported (set the config's "
+                                "attention_dropout to 0)" % self.attention_dropout.p)
+    modeling = _importlib.import_module(type(self).__module__)
+    batch, q_len, _ = hidden_states.shape
+    query, key, value = self._reshape(self.query_key_value(hidden_states))
+    if layer_past is not None:
+        # 4.49 passes cache_position to its cache; 5 passes nothing.
+        extra = ({"cache_position": kwargs.get("cache_position")},) if "cache_position" in kwargs else ()
+        key, value = layer_past.update(key, value, self.layer_idx, *extra)
+    context = causal_attention(query, key, value, attention_mask, self.inv_norm_factor,
+                               slopes=_bloom_slopes(self, query.device))
+    context = context.reshape(batch, q_len, self.hidden_size)
+    if self.pretraining_tp > 1 and self.slow_but_exact:
+        step = self.hidden_size / self.pretraining_tp
+        output = _torch.zeros_like(context)
+        for i in range(self.pretraining_tp):
+            output = output + _torch.nn.functional.linear(context[:, :, int(i * step):int((i + 1) * step)],
+                                                          self.dense.weight[:, int(i * step):int((i + 1) * step)])
+    else:
+        output = self.dense(context)
+    output = modeling.dropout_add(output, residual, self.hidden_dropout, self.training)
+    # 4.49 returns (output, cache), 5 returns (output, attention weights).
+    return (output, layer_past) if _returns_cache(type(self)) else (output, None)
+
+
+def _returns_cache(attention_class):
+    """Whether this transformers' BloomAttention returns (output, cache) (4.49, whose forward takes a
+    head_mask) or (output, attention weights) (5)."""
+    return "head_mask" in _inspect.signature(attention_class.forward).parameters
+
+
+def _set_bloom_attention(model, implementation):
+    if implementation not in (ATTENTION, "eager"):
+        raise _grape.GrapeError("grape: set_attention: BLOOM runs 'grape' or its own 'eager' attention "
+                                "(got %r)" % implementation)
+    for module in model.modules():
+        if type(module).__name__ == "BloomAttention":
+            if implementation == ATTENTION:
+                module.forward = _types.MethodType(_bloom_forward, module)
+            else:
+                module.__dict__.pop("forward", None)
+    return model

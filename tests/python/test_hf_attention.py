@@ -1,0 +1,223 @@
+"""attn_implementation="grape" in real transformers models built from small configs (random weights, nothing
+downloaded): the same logits, greedy tokens and gradients as transformers' own attention in the same test.
+
+The reference is "eager" everywhere and "sdpa" too where torch has scaled_dot_product_attention (2.0 and
+later; Debian's torch 1.13 has not). Every model is switched between grape and the reference in place
+(grape.hf.set_attention), so both run the same weights; a counter on grape's kernel shows grape ran.
+"""
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+import grape  # noqa: E402
+import grape.hf  # noqa: E402
+
+REFERENCES = ["eager"] + (["sdpa"] if hasattr(torch.nn.functional, "scaled_dot_product_attention") else [])
+NEW_TOKENS = 20
+
+
+def _allow_generate_without_fsdp():
+    """generate() asks whether the model is FSDP-managed by importing torch.distributed.fsdp, which
+    Debian's torch 1.13 cannot import under Python 3.11; no model here is, so answer for it there."""
+    try:
+        import torch.distributed.fsdp  # noqa: F401
+    except Exception:
+        import transformers.generation.utils as generation
+        generation.is_fsdp_managed_module = lambda module: False
+
+
+_allow_generate_without_fsdp()
+
+
+def llama(**kw):
+    # initializer_range 0.2 (BLOOM 0.5), not 0.02: logits far enough from uniform that greedy decoding varies.
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, initializer_range=0.2,
+                                      max_position_embeddings=256, **kw)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config)
+
+
+def bloom():
+    config = transformers.BloomConfig(vocab_size=128, hidden_size=64, n_layer=2, n_head=4, initializer_range=0.5)
+    torch.manual_seed(0)
+    return transformers.BloomForCausalLM(config)
+
+
+def left_padded():
+    """Two prompts of 7 and 12 tokens, the first left-padded (pad id 0): as generate() takes a batch."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(1, 128, (2, 12), generator=g)
+    mask = torch.ones_like(ids)
+    ids[0, :5], mask[0, :5] = 0, 0
+    return ids, mask
+
+
+@pytest.fixture
+def grape_calls(monkeypatch):
+    """How many times grape's fused attention ran."""
+    calls = [0]
+    kernel = grape.hf._grape_torch.attention
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(grape.hf._grape_torch, "attention", counted)
+    return calls
+
+
+def logits(model, implementation, ids, mask):
+    grape.hf.set_attention(model, implementation)
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask).logits
+
+
+def generate(model, implementation, ids, mask):
+    grape.hf.set_attention(model, implementation)
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                         do_sample=False, pad_token_id=0, use_cache=True, output_logits=True,
+                         return_dict_in_generate=True)
+    return out.sequences, torch.stack(out.logits, 1)  # the raw logits of every step
+
+
+def test_from_config_takes_attn_implementation_grape(grape_calls):
+    grape.hf.register()
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="grape")
+    assert model.config._attn_implementation == "grape"
+    with torch.no_grad():
+        model(input_ids=torch.tensor([[1, 2, 3]]))
+    assert grape_calls[0] == 2  # once per layer
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_llama_left_padded_prefill_matches_transformers(reference, grape_calls):
+    model = llama().eval()
+    ids, mask = left_padded()
+    expected = logits(model, reference, ids, mask)
+    got = logits(model, "grape", ids, mask)
+    assert grape_calls[0] == 2
+    assert not got.isnan().any()
+    valid = mask.bool()
+    assert (got - expected)[valid].abs().max().item() <= 1e-4
+    # The padding matters: the same tokens without the mask give other logits on row 0.
+    unmasked = logits(model, reference, ids, None)
+    assert (unmasked - expected)[valid].abs().max().item() > 1e-2
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_llama_generate_left_padded_gives_transformers_tokens(reference, grape_calls):
+    model = llama().eval()
+    ids, mask = left_padded()
+    tokens, scores = generate(model, reference, ids, mask)
+    grape_tokens, grape_scores = generate(model, "grape", ids, mask)
+    assert grape_calls[0] == 2 * NEW_TOKENS  # the prompt, then one step a token, through the cache
+    assert tokens.shape == (2, 12 + NEW_TOKENS)
+    assert torch.equal(grape_tokens, tokens)
+    assert (grape_scores - scores).abs().max().item() <= 1e-4
+    assert len(set(tokens[1, 12:].tolist())) > 3  # greedy decoding that varies, not one token repeated
+
+
+def test_llama_with_grape_rotary_and_grape_attention_matches_transformers(grape_calls):
+    model = llama(rope_theta=10000.0).eval()
+    ids, mask = left_padded()
+    expected = logits(model, "eager", ids, mask)
+    grape.hf.patch(model)
+    try:
+        got = logits(model, "grape", ids, mask)
+    finally:
+        grape.hf.unpatch(model)
+    assert (got - expected)[mask.bool()].abs().max().item() <= 1e-4
+
+
+def training_batch(padding):
+    """Two sequences of 10 tokens, the second padded to 6 on the right or the left (or not at all);
+    the padded positions' labels are -100, and with left padding the first real token's too: it is
+    predicted from the last pad, a query row whose output is not defined (a fully masked row: eager
+    averages every value, grape gives zero)."""
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(1, 128, (2, 10), generator=g)
+    mask = torch.ones_like(ids)
+    pads = {"none": slice(0, 0), "right": slice(6, None), "left": slice(0, 4)}[padding]
+    ids[1, pads], mask[1, pads] = 0, 0
+    labels = ids.masked_fill(mask == 0, -100)
+    if padding == "left":
+        labels[1, pads.stop] = -100
+    return ids, mask, labels
+
+
+def loss_and_grads(model, implementation, ids, mask, labels):
+    grape.hf.set_attention(model, implementation)
+    model.zero_grad()
+    loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("padding", ["none", "right", "left"])
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_llama_training_step_gives_transformers_gradients(reference, padding, grape_calls):
+    model = llama().train()
+    ids, mask, labels = training_batch(padding)
+    loss, grads = loss_and_grads(model, reference, ids, mask, labels)
+    grape_loss, grape_grads = loss_and_grads(model, "grape", ids, mask, labels)
+    assert grape_calls[0] == 2
+    assert abs(grape_loss - loss) <= 1e-5
+    for name, grad in grads.items():
+        assert (grape_grads[name] - grad).abs().max().item() <= 1e-4 * max(1.0, grad.abs().max().item()), name
+
+
+def test_bloom_left_padded_prefill_and_generate_match_transformers(grape_calls):
+    model = bloom().eval()
+    ids, mask = left_padded()
+    expected = logits(model, "eager", ids, mask)
+    got = logits(model, "grape", ids, mask)
+    assert grape_calls[0] == 2
+    assert not got.isnan().any()
+    assert (got - expected)[mask.bool()].abs().max().item() <= 1e-4
+    tokens, scores = generate(model, "eager", ids, mask)
+    grape_tokens, grape_scores = generate(model, "grape", ids, mask)
+    assert torch.equal(grape_tokens, tokens)
+    assert (grape_scores - scores).abs().max().item() <= 1e-4
+    assert len(set(tokens[1, 12:].tolist())) > 3
+
+
+def test_bloom_alibi_is_inside_grape():
+    """Without the slopes grape's output differs: the test above reads BLOOM's ALiBi."""
+    model = bloom().eval()
+    ids, mask = left_padded()
+    expected = logits(model, "eager", ids, mask)
+    grape.hf.set_attention(model, "grape")
+    for module in model.modules():
+        if type(module).__name__ == "BloomAttention":
+            module._grape_slopes = torch.zeros(4)
+    with torch.no_grad():
+        without = model(input_ids=ids, attention_mask=mask).logits
+    assert (without - expected)[mask.bool()].abs().max().item() > 1e-2
+
+
+def test_bad_arguments_give_one_grape_line():
+    model = llama()
+    with pytest.raises(grape.GrapeError, match=r"^grape: set_attention: implementation must be a name"):
+        grape.hf.set_attention(model, 3)
+    with pytest.raises((grape.GrapeError, ValueError), match=r"grape-flash"):  # 5: transformers' own check
+        grape.hf.set_attention(model, "grape-flash")
+    with pytest.raises(grape.GrapeError, match=r"^grape: set_attention: BLOOM runs 'grape' or its own 'eager'"):
+        grape.hf.set_attention(bloom(), "sdpa")
+    q, k, v = torch.randn(1, 4, 5, 16), torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16)
+    layer = model.model.layers[0].self_attn
+    with pytest.raises(grape.GrapeError, match=r"^grape: attention: dropout 0.1 is not supported"):
+        grape.hf.attention(layer, q, k, v, None, dropout=0.1)
+    window = torch.ones(5, 5, dtype=torch.bool).tril() & torch.ones(5, 5, dtype=torch.bool).triu(-1)
+    with pytest.raises(grape.GrapeError, match=r"^grape: attention: attention_mask is not causal plus padding"):
+        grape.hf.attention(layer, q, k, v, window[None, None])
+    with pytest.raises(grape.GrapeError, match=r"^grape: attention: attention_mask must be \[batch, 1, 5, >= 5\]"):
+        grape.hf.attention(layer, q, k, v, torch.ones(1, 5, dtype=torch.bool))
+    bias = torch.zeros(1, 1, 5, 5).masked_fill(~window[None, None], -0.5)
+    with pytest.raises(grape.GrapeError, match=r"^grape: attention: attention_mask holds values other than 0"):
+        grape.hf.attention(layer, q, k, v, bias)
+    with pytest.raises(grape.GrapeError, match=r"^grape: attention: key: 3 keys for 5 queries"):
+        grape.hf.attention(layer, q, k[:, :, :3], v[:, :, :3], None)
