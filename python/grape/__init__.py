@@ -23,6 +23,7 @@ from . import _grape
 from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, inspect, list
 from ._attention import attention, attention_backward, attention_decode, cpu_matmul_units, matmul_path, set_matmul_path
 from ._grape_m import grape_m_param_grads, grape_m_rotate_qk, grape_m_rotate_qk_backward
+from ._python_encodings import PythonBias, python_bias
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
@@ -30,7 +31,8 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "fox_bias", "grape_a_bias", "add_sinusoidal", "t5", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
            "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding",
            "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads", "grape_ap_bias",
-           "grape_ap_bias_grad", "lift_qk", "lift_qk_backward", "set_matmul_path", "matmul_path", "cpu_matmul_units"]
+           "grape_ap_bias_grad", "lift_qk", "lift_qk_backward", "set_matmul_path", "matmul_path", "cpu_matmul_units",
+           "python_bias", "PythonBias"]
 
 
 def encoding(name, **params):
