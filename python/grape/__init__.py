@@ -8,6 +8,8 @@ The C++ library's checker and CPU kernels, on NumPy arrays and PyTorch tensors (
     enc = grape.from_config("config.json")         # a model's exact rotary encoding
     q_rot, k_rot = grape.rotate_qk(q, k, positions=pos, encoding=enc)
     out = grape.attention(q, k, v, enc, causal=True)  # the encoding inside the flash loop
+    bias = grape.python_bias(fn, [lam])            # a score bias written in Python: grape.check(bias),
+                                                   # grape.torch.attention(q, k, v, encoding=bias)
 
 Bad input raises grape.GrapeError (a ValueError) with one line naming the argument.
 `grape.torch` has autograd wrappers (gradients for q, k and the frequencies).
