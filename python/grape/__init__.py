@@ -8,6 +8,8 @@ The C++ library's checker and CPU kernels, on NumPy arrays and PyTorch tensors (
     enc = grape.from_config("config.json")         # a model's exact rotary encoding
     q_rot, k_rot = grape.rotate_qk(q, k, positions=pos, encoding=enc)
     out = grape.attention(q, k, v, enc, causal=True)  # the encoding inside the flash loop
+    bias = grape.python_bias(fn, [lam])            # a score bias written in Python: grape.check(bias),
+                                                   # grape.torch.attention(q, k, v, encoding=bias)
 
 Bad input raises grape.GrapeError (a ValueError) with one line naming the argument.
 `grape.torch` has autograd wrappers (gradients for q, k and the frequencies).
@@ -23,6 +25,7 @@ from . import _grape
 from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, inspect, list
 from ._attention import attention, attention_backward, attention_decode, cpu_matmul_units, matmul_path, set_matmul_path
 from ._grape_m import grape_m_param_grads, grape_m_rotate_qk, grape_m_rotate_qk_backward
+from ._python_encodings import PythonBias, python_bias
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
@@ -30,7 +33,8 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "fox_bias", "grape_a_bias", "add_sinusoidal", "t5", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
            "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding",
            "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads", "grape_ap_bias",
-           "grape_ap_bias_grad", "lift_qk", "lift_qk_backward", "set_matmul_path", "matmul_path", "cpu_matmul_units"]
+           "grape_ap_bias_grad", "lift_qk", "lift_qk_backward", "set_matmul_path", "matmul_path", "cpu_matmul_units",
+           "python_bias", "PythonBias"]
 
 
 def encoding(name, **params):

@@ -106,7 +106,12 @@ def list():  # noqa: A001 (the API's name)
 
 
 def check(name, trials=100, seed=1, max_position=None):
-    """Checks a built-in's laws with random parameters; the same seed gives the same report."""
+    """Checks a built-in's laws with random parameters; the same seed gives the same report. A
+    grape.python_bias object in place of the name is checked in this process (grape/_check_python.py)."""
+    from ._python_encodings import PythonBias
+    if isinstance(name, PythonBias):
+        from ._check_python import check_python
+        return check_python(name, trials=trials, seed=seed, max_position=max_position)
     args = ["check", str(name), "--json", "--trials", str(int(trials)), "--seed", str(int(seed))]
     if max_position is not None:
         args += ["--max-position", str(int(max_position))]

@@ -17,7 +17,8 @@ import dataclasses as _dataclasses
 import torch as _torch
 
 import grape as _grape
-from grape import _attention, _torch_attention as _kinds
+from grape import _attention, _python_attention, _torch_attention as _kinds
+from grape._python_encodings import PythonBias as _PythonBias
 
 
 class _RotateQK(_torch.autograd.Function):
@@ -580,7 +581,9 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
                           contextual GRAPE-M (Q and K turned by phases[row, position] * freqs);
                           gradients for both (phases = cumsum(omega) from the caller's autograd).
     Otherwise `encoding` (as grape.attention takes it, a grape.encoding(...) object included) is
-    fixed: gradients for q, k and v.
+    fixed: gradients for q, k and v. A grape.python_bias(fn, params) as `encoding` runs a tiled loop
+    written in torch instead of the C++ kernel (fn evaluated per 128 x 128 tile; gradients for q, k,
+    v and fn's params; causal, scale and layout only; docs/python.md, "Encodings written in Python").
     layout: "bthd" (grape's [batch, seq, heads, dim], or [tokens, heads, dim]) or "bhtd"
     (scaled_dot_product_attention's [batch, heads, seq, dim]) for q, k, v and the output (with
     "bhtd" a view of a [batch, seq, heads, dim] tensor); extents that only the other layout explains
@@ -589,6 +592,12 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     On torch >= 2.4 this is the custom op grape::attention (and its backward); code compiled with
     torch.compile(fullgraph=True) passes plain(encoding), plain values it can trace.
     """
+    if isinstance(encoding, _PythonBias):  # a bias written in Python: the tiled loop in torch (_python_attention)
+        return _python_attention.attention(
+            q, k, v, encoding, causal=causal, window=window, scale=scale, layout=layout, operands=_attention.operands,
+            relayout=_attention.relayout, slopes=slopes, inv_freq=inv_freq, t5_table=t5_table, log_forget=log_forget,
+            grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m, positions=positions, offsets=offsets,
+            cu_seqlens=cu_seqlens, key_positions=key_positions, key_offsets=key_offsets, key_cu_seqlens=key_cu_seqlens)
     heads = _attention.encoding_heads(encoding, slopes=slopes, t5_table=t5_table, log_forget=log_forget,
                                       grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m)
     keys = dict(key_positions=key_positions, key_offsets=key_offsets, key_cu_seqlens=key_cu_seqlens)

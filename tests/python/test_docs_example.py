@@ -12,7 +12,9 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
     ("docs/python.md", ["rope(head_dim=64", "torch.Size([32])", "attention grads torch.Size([2, 300, 8, 64])", "torch.Size([2, 8, 300, 16]) torch.Size([8, 32]) torch.Size([2, 8, 300])", "positions 10^6: max |grape - transformers|",
                        "grape attention: max |grape - eager| on real tokens",
                        "grape-m grads torch.Size([4, 8]) torch.Size([4, 32])",
-                       "generator grads torch.Size([16]) torch.Size([]) torch.Size([16, 16])"]),
+                       "generator grads torch.Size([16]) torch.Size([]) torch.Size([16, 16])",
+                       "log_distance: passed", "python-bias grads torch.Size([4]) torch.Size([2, 300, 4, 32]) "
+                       "torch.Size([2, 300, 2, 32])"]),
     ("README.md", ["True"]),
 ])
 def test_the_python_examples_run(doc, printed, capsys, monkeypatch):
