@@ -9,6 +9,9 @@
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="grape")
     grape.hf.set_attention(model, "grape")   # or switch a built model (back: "sdpa", "eager")
 
+    grape.hf.swap_encoding(model, "grape_a")  # RoPE out, gated GRAPE-A in (or "none", "alibi", "fox",
+                                              # "grape_a_qk"), new parameters on every attention module
+
 What patch changes: the model's rotary module becomes grape's. It builds the encoding from model.config
 with grape.from_config (the float32 table transformers computes, bit for bit, with the same table
 switches: dynamic NTK's growth and reset, LongRoPE's short/long factors), and returns cos and sin
@@ -264,6 +267,9 @@ def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=No
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     if not causal:
         raise _grape.GrapeError("grape: attention: is_causal: only causal attention is supported")
+    swapped = getattr(module, "grape_encoding", None)
+    if isinstance(swapped, SwappedEncoding):
+        return _swapped_attention(module, swapped, query, key, value, attention_mask, scaling), None
     return causal_attention(query, key, value, attention_mask, scaling), None
 
 
@@ -429,3 +435,230 @@ def _set_bloom_attention(model, implementation):
             else:
                 module.__dict__.pop("forward", None)
     return model
+
+
+# ---- Swapping the position encoding: NoPE, ALiBi, FoX, gated GRAPE-A ----
+
+_SWAP_FAMILIES = ("llama", "mistral", "qwen2")
+ENCODINGS = ("none", "alibi", "fox", "grape_a", "grape_a_qk")
+_ALIASES = {"nope": "none"}
+
+
+class IdentityRotaryEmbedding(_torch.nn.Module):
+    """Stands in for a swapped model's rotary module: cos 1 and sin 0, so that transformers' apply step
+    returns Q and K unchanged (q·1 + rotate_half(q)·0 is q exactly) without touching its code."""
+
+    def __init__(self, original):
+        super().__init__()
+        self.original = original
+
+    @_torch.no_grad()
+    def forward(self, x, position_ids):
+        # One channel broadcasts over head_dim in the apply step; the cache ignores cos and sin.
+        shape = (*position_ids.shape, 1)
+        return (_torch.ones(shape, dtype=x.dtype, device=x.device),
+                _torch.zeros(shape, dtype=x.dtype, device=x.device))
+
+
+class SwappedEncoding(_torch.nn.Module):
+    """An encoding swapped into one attention layer: its learnable parameters, and the encoding
+    arguments of grape.torch.attention for a call's tokens."""
+    kind = None
+
+    def __init__(self, heads, head_dim, hidden_size):
+        super().__init__()
+        self.heads, self.head_dim, self.hidden_size = heads, head_dim, hidden_size
+
+    def extra_repr(self):
+        return "%s, heads=%d, head_dim=%d" % (self.kind, self.heads, self.head_dim)
+
+    def token_values(self, module, query, key):
+        """(name, [batch, heads, Tk] key-side values, [batch, heads, Tq] query-side values or None,
+        fixed arguments): the per-token arrays this encoding reads; name None when it reads none."""
+        return None, None, None, {}
+
+
+class NoEncoding(SwappedEncoding):
+    """NoPE: no position encoding at all (causal attention alone)."""
+    kind = "none"
+
+
+class LearnedAlibi(SwappedEncoding):
+    """ALiBi with learnable slopes, initialised to the ALiBi paper's slopes for the head count."""
+    kind = "alibi"
+
+    def __init__(self, heads, head_dim, hidden_size):
+        super().__init__(heads, head_dim, hidden_size)
+        self.slopes = _torch.nn.Parameter(_torch.tensor(_grape.alibi_slopes(heads), dtype=_torch.float32))
+
+    def token_values(self, module, query, key):
+        return None, None, None, {"slopes": self.slopes}
+
+
+class ForgetGate(SwappedEncoding):
+    """FoX: log_forget = logsigmoid(x·w_f + b_f) per head from the layer's input x, torch's default
+    nn.Linear initialisation. The gates of tokens already in the KV cache cannot be recomputed (the
+    cache holds K and V, not x), so they are kept per cache object, as the cache keeps K and V."""
+    kind = "fox"
+
+    def __init__(self, heads, head_dim, hidden_size):
+        super().__init__(heads, head_dim, hidden_size)
+        self.proj = _torch.nn.Linear(hidden_size, heads)
+        self._history = (None, None)  # weak reference to the KV cache, its tokens' log gates (detached)
+
+    def token_values(self, module, query, key):
+        hidden, cache = getattr(module, "_grape_call", (None, None))
+        if hidden is None:
+            raise _grape.GrapeError("grape: swap_encoding: fox: the layer input is unknown (the attention module "
+                                    "was called other than through its forward)")
+        new = _torch.nn.functional.logsigmoid(self.proj(hidden.to(self.proj.weight.dtype))).transpose(1, 2)
+        past = key.shape[2] - query.shape[2]
+        ref, stored = self._history
+        if past:
+            if stored is None or ref is None or ref() is not cache or stored.shape[2] != past:
+                raise _grape.GrapeError("grape: swap_encoding: fox: the forget gates of the %d cached tokens are unknown "
+                                        "(a cache this layer did not fill)" % past)
+            new = _torch.cat([stored, new], dim=2)
+        if cache is not None:
+            try:
+                self._history = (_weakref.ref(cache), new.detach())
+            except TypeError:
+                self._history = (None, None)
+        return "log_forget", new, None, {}
+
+
+class GatedGrapeA(SwappedEncoding):
+    """The GRAPE paper's gated GRAPE-A: bias −(i − j)·ω_h·(g_k(j) [+ g_q(i)]), ω_h = softplus(ω̃_h)·slope_h,
+    g = softplus(û_hᵀk/√D) with û = u/‖u‖ (and v for the query gates), computed in float32 from K (and Q)
+    as the authors' code does; ω̃ starts where softplus gives 1, u and v from N(0, 1/D)."""
+    kind = "grape_a"
+
+    def __init__(self, heads, head_dim, hidden_size, query_gated=False):
+        super().__init__(heads, head_dim, hidden_size)
+        self.register_buffer("slope", _torch.tensor(_grape.alibi_slopes(heads), dtype=_torch.float32))
+        self.omega_logit = _torch.nn.Parameter(_torch.full((heads,), _inverse_softplus_of_one()))
+        self.u = _torch.nn.Parameter(_torch.randn(heads, head_dim) * head_dim ** -0.5)
+        if query_gated:
+            self.kind = "grape_a_qk"
+            self.v = _torch.nn.Parameter(_torch.randn(heads, head_dim) * head_dim ** -0.5)
+        else:
+            self.v = None
+
+    def _gates(self, x, direction):
+        """softplus(d̂_hᵀx/√D) for every query head h: x [batch, x_heads, T, D] (a KV head serves
+        heads / x_heads query heads), returns [batch, heads, T] float32."""
+        unit = _torch.nn.functional.normalize(direction, dim=-1, eps=1e-6)
+        x = x.to(_torch.float32).repeat_interleave(self.heads // x.shape[1], dim=1)
+        return _torch.nn.functional.softplus(_torch.einsum("bhtd,hd->bht", x, unit) * self.head_dim ** -0.5)
+
+    def token_values(self, module, query, key):
+        # The gates come from K, which the cache holds: cached tokens' gates are recomputed from it.
+        omega = _torch.nn.functional.softplus(self.omega_logit) * self.slope
+        query_gates = None if self.v is None else self._gates(query, self.v)
+        return "grape_a", self._gates(key, self.u), query_gates, {"omega": omega}
+
+
+def _inverse_softplus_of_one():
+    import math
+    return math.log(math.e - 1.0)
+
+
+_SWAP_CLASSES = {"none": NoEncoding, "alibi": LearnedAlibi, "fox": ForgetGate, "grape_a": GatedGrapeA,
+                 "grape_a_qk": lambda h, d, c: GatedGrapeA(h, d, c, query_gated=True)}
+
+
+def _attention_modules(model):
+    """The model's self-attention modules (those with k_proj and a layer index)."""
+    return [m for m in model.modules() if hasattr(m, "k_proj") and hasattr(m, "layer_idx") and hasattr(m, "head_dim")]
+
+
+def swap_encoding(model, encoding):
+    """Replace a Llama-family model's RoPE by `encoding` ("none", "alibi", "fox", "grape_a" or
+    "grape_a_qk"), run inside grape's fused attention: the rotary module turns nothing, every attention
+    module gets a `grape_encoding` submodule with the new parameters, and attention becomes "grape".
+    Returns the model."""
+    name = _ALIASES.get(encoding, encoding) if isinstance(encoding, str) else encoding
+    if name not in ENCODINGS:
+        raise _grape.GrapeError("grape: swap_encoding: encoding must be one of %s (got %r)"
+                                % (", ".join(ENCODINGS), encoding))
+    model_type = getattr(model.config, "model_type", None)
+    if model_type not in _SWAP_FAMILIES:
+        raise _grape.GrapeError("grape: swap_encoding: model_type %r is not supported (supported: %s)"
+                                % (model_type, ", ".join(_SWAP_FAMILIES)))
+    owner, _ = _rotary_owner(model)
+    if isinstance(owner.rotary_emb, (GrapeRotaryEmbedding, IdentityRotaryEmbedding)):
+        raise _grape.GrapeError("grape: swap_encoding: model already has grape's rotary or a swapped encoding "
+                                "(grape.hf.unpatch it first)")
+    config = model.config
+    modules = _attention_modules(model)
+    if not modules:
+        raise _grape.GrapeError("grape: swap_encoding: no attention modules found in %s" % type(model).__name__)
+    set_attention(model, ATTENTION)
+    owner.rotary_emb = IdentityRotaryEmbedding(owner.rotary_emb)
+    for module in modules:
+        param = next(module.parameters())
+        swapped = _SWAP_CLASSES[name](config.num_attention_heads, module.head_dim, config.hidden_size)
+        module.grape_encoding = swapped.to(param.device)
+        module.forward = _types.MethodType(_swapped_forward, module)
+    return model
+
+
+def _swapped_forward(self, *args, **kwargs):
+    """The attention module's own forward, with its input and KV cache kept for the encoding (FoX's
+    gates are computed from the input) and a check that the attention runs through grape."""
+    if self.config._attn_implementation != ATTENTION:
+        raise _grape.GrapeError("grape: swap_encoding: the swapped encoding runs only in attn_implementation "
+                                "'grape' (the model is set to %r)" % self.config._attn_implementation)
+    hidden = kwargs.get("hidden_states", args[0] if args else None)
+    cache = next((kwargs[n] for n in ("cache", "past_key_value", "past_key_values") if kwargs.get(n) is not None), None)
+    self._grape_call = (hidden, cache)
+    try:
+        return type(self).forward(self, *args, **kwargs)
+    finally:
+        self._grape_call = None
+
+
+def _swapped_attention(module, swapped, query, key, value, attention_mask, scale):
+    """causal_attention with a swapped encoding: every row's valid tokens packed as a sequence of its
+    own, and the per-token values laid out [heads, batch·Tk] with row b's valid tokens at b·Tk + 0..n-1
+    (their positions within the row), which positions and key_positions index: the kernel then reads
+    each row's own values, and pads, left out, contribute nothing to any distance or path sum."""
+    batch, heads, q_len, dim = query.shape
+    k_len = key.shape[2]
+    if k_len < q_len:
+        raise _grape.GrapeError("grape: attention: key: %d keys for %d queries; the queries must be the "
+                                "last of the keys' tokens" % (k_len, q_len))
+    packing = _valid_tokens(attention_mask, batch, q_len, k_len) or _all_tokens(batch, q_len, k_len, query.device)
+    q_rows, q_cols, k_rows, k_cols, cu_seqlens, key_cu_seqlens, positions, key_positions = packing
+    q_at = q_rows * k_len + positions
+    k_at = k_rows * k_len + key_positions
+    name, key_values, query_values, fixed = swapped.token_values(module, query, key)
+    encoding = dict(fixed)
+
+    def laid_out(values, rows, cols, at):
+        picked = values[rows, :, cols].t()  # [heads, tokens]
+        return picked.new_zeros(picked.shape[0], batch * k_len).index_copy(1, at, picked)
+
+    if name == "log_forget":
+        encoding["log_forget"] = laid_out(key_values, k_rows, k_cols, k_at)
+    elif name == "grape_a":
+        gates = (laid_out(key_values, k_rows, k_cols, k_at),)
+        if query_values is not None:
+            gates += (laid_out(query_values, q_rows, q_cols, q_at),)
+        encoding = {"grape_a": (encoding["omega"],) + gates}
+    q, k, v = (x.transpose(1, 2) for x in (query, key, value))  # [batch, seq, heads, d] views
+    packed = _grape_torch.attention(
+        q[q_rows, q_cols], k[k_rows, k_cols], v[k_rows, k_cols], causal=True, scale=scale, cu_seqlens=cu_seqlens,
+        key_cu_seqlens=key_cu_seqlens, positions=q_at, key_positions=k_at, **encoding)
+    return packed.new_zeros(batch, q_len, heads, dim).index_put((q_rows, q_cols), packed)
+
+
+def _all_tokens(batch, q_len, k_len, device):
+    """_packing's result when every token is real."""
+    rows = _torch.arange(batch, device=device)
+    q_cols = _torch.arange(q_len, device=device).repeat(batch)
+    k_cols = _torch.arange(k_len, device=device).repeat(batch)
+    return (rows.repeat_interleave(q_len), q_cols, rows.repeat_interleave(k_len), k_cols,
+            rows.new_tensor(range(0, (batch + 1) * q_len, q_len)) if batch else rows.new_zeros(1),
+            rows.new_tensor(range(0, (batch + 1) * k_len, k_len)) if batch else rows.new_zeros(1),
+            q_cols + (k_len - q_len), k_cols)
