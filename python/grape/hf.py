@@ -559,6 +559,7 @@ class GatedGrapeA(SwappedEncoding):
 
 
 def _inverse_softplus_of_one():
+    """ω̃ with softplus(ω̃) = 1, the authors' initial value."""
     import math
     return math.log(math.e - 1.0)
 
@@ -636,6 +637,7 @@ def _swapped_attention(module, swapped, query, key, value, attention_mask, scale
     encoding = dict(fixed)
 
     def laid_out(values, rows, cols, at):
+        """values[b, :, col] of the given tokens as a [heads, batch·Tk] array, each at its index `at`."""
         picked = values[rows, :, cols].t()  # [heads, tokens]
         return picked.new_zeros(picked.shape[0], batch * k_len).index_copy(1, at, picked)
 

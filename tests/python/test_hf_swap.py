@@ -17,6 +17,7 @@ from test_hf_attention import left_padded, llama  # noqa: E402  (also lets gener
 
 
 def swapped(encoding):
+    """The tiny Llama of test_hf_attention with `encoding` swapped in."""
     model = llama()
     torch.manual_seed(1)  # the new parameters' initial values
     return grape.hf.swap_encoding(model, encoding)
@@ -71,11 +72,13 @@ def attention_is(function):
 
 
 def batch():
+    """Two unpadded sequences of 24 tokens."""
     g = torch.Generator().manual_seed(2)
     return torch.randint(0, 128, (2, 24), generator=g)
 
 
 def loss_and_grads(model, ids):
+    """The language-model loss and the swapped encodings' parameter gradients."""
     model.zero_grad()
     loss = model(ids, labels=ids).loss
     loss.backward()
