@@ -265,7 +265,8 @@ class _Checker:
                 c["t"], c["start"], c["heads"], c["kv"], c["causal"], c["seed"])
 
         def valid(c):
-            return 1 <= c["t"] and 0 <= c["start"] <= self.max_position and c["heads"] >= 1
+            return (1 <= c["t"] and 0 <= c["start"] <= self.max_position and c["kv"] >= 1 and c["seed"] >= 0
+                    and c["heads"] >= 1 and c["heads"] % c["kv"] == 0)
 
         for _ in range(self.trials):
             c = self.call()
