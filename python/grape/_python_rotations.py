@@ -119,12 +119,15 @@ class PythonRotation:
     def apply(self, x, positions=None):
         """x [batch, seq, heads, head_dim] or [tokens, heads, head_dim] rotated by ρ(positions[token])
         (default 0..seq-1), in x's dtype; differentiable in x and in the rotation's params."""
+        return self._turn(x, positions, "x")
+
+    def _turn(self, x, positions, name):
         torch = _torch()
         if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise GrapeError(f"grape: x: must be a floating-point torch tensor (got "
+            raise GrapeError(f"grape: {name}: must be a floating-point torch tensor (got "
                              f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__})")
         if x.dim() not in (3, 4) or x.shape[-1] != self.head_dim:
-            raise GrapeError(f"grape: x: must be [batch, seq, heads, {self.head_dim}] or [tokens, heads, "
+            raise GrapeError(f"grape: {name}: must be [batch, seq, heads, {self.head_dim}] or [tokens, heads, "
                              f"{self.head_dim}] (got shape {list(x.shape)})")
         pos = self.positions_tensor(positions, x.shape[-3])
         # float64 for float64 input, float32 otherwise (bf16 and f16 are read in float32, as the kernels do)
@@ -144,7 +147,7 @@ class PythonRotation:
 
     def rotate_qk(self, q, k, positions=None):
         """(ρ q, ρ k) at the same positions: the scores then depend on ρ(m)ᵀρ(n) = ρ(n − m) only."""
-        return self.apply(q, positions), self.apply(k, positions)
+        return self._turn(q, positions, "q"), self._turn(k, positions, "k")
 
 
 def _params(params):

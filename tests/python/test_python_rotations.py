@@ -264,6 +264,7 @@ def _attention_on(rotation, **kw):
     (lambda: grape.python_rotation(inv_freq=grape.rope(head_dim=D, rotary_dim=8)),
      r"^grape: inv_freq: a RotaryEncoding must rotate every channel"),
     (lambda: _rope_rotation().apply(torch.randn(4, 2, 8)), r"^grape: x: must be \[batch, seq, heads, 16\]"),
+    (lambda: _rope_rotation().rotate_qk(torch.randn(4, 2, D), torch.randn(4, 2, 6)), r"^grape: k: must be \[batch"),
     (lambda: _rope_rotation().apply(torch.randn(4, 2, D), torch.arange(4.0)),
      r"^grape: positions: must be an integer torch tensor"),
     (lambda: _rope_rotation().apply(torch.randn(4, 2, D), torch.arange(5)), r"^grape: positions: must be \[4, 1\]"),
