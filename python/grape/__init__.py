@@ -10,6 +10,8 @@ The C++ library's checker and CPU kernels, on NumPy arrays and PyTorch tensors (
     out = grape.attention(q, k, v, enc, causal=True)  # the encoding inside the flash loop
     bias = grape.python_bias(fn, [lam])            # a score bias written in Python: grape.check(bias),
                                                    # grape.torch.attention(q, k, v, encoding=bias)
+    rot = grape.python_rotation(angle, head_dim=64)  # a rotation written in Python: rot.apply(x),
+                                                   # grape.check(rot), attention(..., encoding=rot)
 
 Bad input raises grape.GrapeError (a ValueError) with one line naming the argument.
 `grape.torch` has autograd wrappers (gradients for q, k and the frequencies).
@@ -26,6 +28,7 @@ from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, 
 from ._attention import attention, attention_backward, attention_decode, cpu_matmul_units, matmul_path, set_matmul_path
 from ._grape_m import grape_m_param_grads, grape_m_rotate_qk, grape_m_rotate_qk_backward
 from ._python_encodings import PythonBias, python_bias
+from ._python_rotations import PythonRotation, python_rotation
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
@@ -34,7 +37,7 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding",
            "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads", "grape_ap_bias",
            "grape_ap_bias_grad", "lift_qk", "lift_qk_backward", "set_matmul_path", "matmul_path", "cpu_matmul_units",
-           "python_bias", "PythonBias"]
+           "python_bias", "PythonBias", "python_rotation", "PythonRotation"]
 
 
 def encoding(name, **params):

@@ -107,8 +107,13 @@ def list():  # noqa: A001 (the API's name)
 
 def check(name, trials=100, seed=1, max_position=None):
     """Checks a built-in's laws with random parameters; the same seed gives the same report. A
-    grape.python_bias object in place of the name is checked in this process (grape/_check_python.py)."""
+    grape.python_bias or grape.python_rotation object in place of the name is checked in this process
+    (grape/_check_python.py, grape/_check_python_rotation.py)."""
     from ._python_encodings import PythonBias
+    from ._python_rotations import PythonRotation
+    if isinstance(name, PythonRotation):
+        from ._check_python_rotation import check_python_rotation
+        return check_python_rotation(name, trials=trials, seed=seed, max_position=max_position)
     if isinstance(name, PythonBias):
         from ._check_python import check_python
         return check_python(name, trials=trials, seed=seed, max_position=max_position)

@@ -40,7 +40,7 @@ def _shrink(point, fails, valid, budget=400, together=()):
     while improved and tries < budget:
         improved = False
         low = min((point[key] for key in together), default=0)
-        for step in (low, low // 2, 1):
+        for step in (low, low // 2, 1) if together else ():  # without coordinates to move, no step moves the point
             if step <= 0 or tries >= budget:
                 continue
             candidate = dict(point, **{key: point[key] - step for key in together})

@@ -19,6 +19,7 @@ import torch as _torch
 import grape as _grape
 from grape import _attention, _python_attention, _torch_attention as _kinds
 from grape._python_encodings import PythonBias as _PythonBias
+from grape import _python_rotations
 
 
 class _RotateQK(_torch.autograd.Function):
@@ -584,6 +585,9 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     fixed: gradients for q, k and v. A grape.python_bias(fn, params) as `encoding` runs a tiled loop
     written in torch instead of the C++ kernel (fn evaluated per 128 x 128 tile; gradients for q, k,
     v and fn's params; causal, scale and layout only; docs/python.md, "Encodings written in Python").
+    A grape.python_rotation(...) as `encoding` rotates Q and K in torch (at `positions`, [seq] or
+    [seq, axes], default 0..seq-1) and runs this attention with no encoding: exact, with gradients for
+    q, k, v and the rotation's params; causal, window, scale and layout as usual.
     layout: "bthd" (grape's [batch, seq, heads, dim], or [tokens, heads, dim]) or "bhtd"
     (scaled_dot_product_attention's [batch, heads, seq, dim]) for q, k, v and the output (with
     "bhtd" a view of a [batch, seq, heads, dim] tensor); extents that only the other layout explains
@@ -598,6 +602,12 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
             relayout=_attention.relayout, slopes=slopes, inv_freq=inv_freq, t5_table=t5_table, log_forget=log_forget,
             grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m, positions=positions, offsets=offsets,
             cu_seqlens=cu_seqlens, key_positions=key_positions, key_offsets=key_offsets, key_cu_seqlens=key_cu_seqlens)
+    if isinstance(encoding, _python_rotations.PythonRotation):  # Q and K rotated in torch, then no encoding
+        return _python_rotations.attention(
+            q, k, v, encoding, causal=causal, window=window, scale=scale, layout=layout, positions=positions,
+            fused=attention, slopes=slopes, inv_freq=inv_freq, t5_table=t5_table, log_forget=log_forget,
+            grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m, offsets=offsets, cu_seqlens=cu_seqlens,
+            key_positions=key_positions, key_offsets=key_offsets, key_cu_seqlens=key_cu_seqlens)
     heads = _attention.encoding_heads(encoding, slopes=slopes, t5_table=t5_table, log_forget=log_forget,
                                       grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m)
     keys = dict(key_positions=key_positions, key_offsets=key_offsets, key_cu_seqlens=key_cu_seqlens)
