@@ -32,7 +32,6 @@
 #include "cpu/phase_attention.hpp"
 #include "cpu/rotate_qk.hpp"
 #include "cpu/storage_dispatch.hpp"
-#include "grape/check/kernel_call.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/inject/offset_tile.hpp"
 

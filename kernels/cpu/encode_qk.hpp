@@ -1,5 +1,5 @@
 #pragma once
-// rotate_qk for an encoding instance: the one road from a type to the CPU kernel.
+// rotate_qk for an encoding instance: an encoding type's view run by the CPU kernel.
 //
 //   cpu::rotate_qk(E::make(params), args);   // E: any encoding whose injection is rotate_qk
 //

@@ -1,6 +1,6 @@
 #pragma once
-// CUDA rotate_qk for any encoding instance: the device half of the one road from a type to the
-// kernels. In a .cu file compiled as C++20 (nvcc -std=c++20):
+// CUDA rotate_qk for any encoding instance: the device counterpart of cpu::rotate_qk(instance,
+// args) (kernels/cpu/encode_qk.hpp). In a .cu file compiled as C++20 (nvcc -std=c++20):
 //
 //   const grape::cuda::device_encoding enc(E::make(params));   // view arrays uploaded once
 //   grape::cuda::rotate_qk(enc, args, total_tokens, device_error_flag, stream);

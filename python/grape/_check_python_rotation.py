@@ -55,7 +55,7 @@ class _Checker:
 
     def point(self, names, bounded_sum=False):
         """{m0: .., n0: .., ...}: per axis m, then n (near m on edge draws; m + n <= max_position when
-        bounded_sum, for the composition law)."""
+        bounded_sum, for the homomorphism law)."""
         p = {}
         for a in range(self.axes):
             m = self.position()
@@ -125,7 +125,7 @@ class _Checker:
                     self.describe(p, "m"), float(r[i, j]), 0.0, math.inf, 0.0, "ρ(m)[%d, %d] vs a finite value" % (i, j)))
         return self.result("finite", formula, tolerance)
 
-    def law_orthogonal(self):
+    def law_norm_preservation(self):
         t = self.torch
         eye = t.eye(self.rot.head_dim, dtype=t.float64)
 
@@ -133,10 +133,10 @@ class _Checker:
             r = self.rho(self.get(p, "m"))
             return r.T @ r, eye
 
-        return self.matrix_law("orthogonal", "ρ(m)ᵀρ(m) = I (the built-ins' norm_preservation, as matrices)",
+        return self.matrix_law("norm_preservation", "ρ(m)ᵀρ(m) = I (‖ρ(m)x‖ = ‖x‖ for every x)",
                                "m", sides, lambda p: 2 * self.size(self.get(p, "m")))
 
-    def law_composition(self):
+    def law_homomorphism(self):
         def sides(p):
             m, n = self.get(p, "m"), self.get(p, "n")
             return self.rho(m) @ self.rho(n), self.rho(tuple(a + b for a, b in zip(m, n)))
@@ -145,7 +145,7 @@ class _Checker:
             m, n = self.get(p, "m"), self.get(p, "n")
             return self.size(m) + self.size(n) + self.size(tuple(a + b for a, b in zip(m, n)))
 
-        return self.matrix_law("composition", "ρ(m)ρ(n) = ρ(m + n) (the built-ins' homomorphism), m + n <= "
+        return self.matrix_law("homomorphism", "ρ(m)ρ(n) = ρ(m + n), m + n <= "
                                "max_position", "mn", sides, sizes, bounded_sum=True, together=False)
 
     def law_relative(self):
@@ -298,7 +298,7 @@ def check_python_rotation(rotation, trials=100, seed=1, max_position=None):
     with torch.random.fork_rng(devices=[]):  # the laws draw with their own generators; leave the caller's alone
         if rotation.kind == "generators":
             laws += [checker.law_skew(), checker.law_generators_commute()]
-        laws += [checker.law_finite(), checker.law_orthogonal(), checker.law_composition(), checker.law_relative(),
+        laws += [checker.law_finite(), checker.law_norm_preservation(), checker.law_homomorphism(), checker.law_relative(),
                  checker.law_attention_kernel()]
     total = time.perf_counter() - start
     params = ", ".join("%s%s" % (str(p.dtype).replace("torch.", ""), list(p.shape)) for p in rotation.params) or "none"

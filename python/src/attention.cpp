@@ -28,7 +28,6 @@
 #include "fused.hpp"
 #include "paper_bias.hpp"
 #include "cpu/matmul_path.hpp"
-#include "grape/check/kernel_call.hpp"
 #include "grape/detail/error.hpp"
 #include "qk_args.hpp"
 

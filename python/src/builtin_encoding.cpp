@@ -30,7 +30,6 @@
 #include "cpu/encode_embedding.hpp"
 #include "cpu/lift_qk.hpp"
 #include "grape/builtins.hpp"
-#include "grape/check/kernel_call.hpp"
 #include "grape/detail/describe.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/schedule/spec_check.hpp"

@@ -1,6 +1,6 @@
 #pragma once
-// rotate_qk and its backward on a built-in's instance (cpu::rotate_qk(instance, args): the one road
-// from an encoding type to the CPU kernel), for the built-ins whose injection rotates Q and K;
+// rotate_qk and its backward on a built-in's instance (cpu::rotate_qk(instance, args),
+// kernels/cpu/encode_qk.hpp), for the built-ins whose injection rotates Q and K;
 // instantiated at -O3 in builtin_rotate.cpp, apart from the bindings.
 #include "cpu/encode_qk.hpp"
 

@@ -1,4 +1,4 @@
-// cuda::attention(device_attention(instance), args) on the host: the steps attention.cuh takes —
+// cuda::attention(device_attention(instance), args) on the host: the steps attention_instance.hpp takes —
 // the rotation into scratch with the inputs' strides (the device rotation is the CPU kernel's, by
 // encode_qk_emulation_test), the bias positions (position_source, the device kernel's body), the
 // flash operands of the CPU call (attention_operands), the instance's score functor

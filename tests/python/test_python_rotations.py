@@ -85,7 +85,7 @@ def test_an_angle_function_rope_passes_every_law_and_matches_grape_rope():
     rot = grape.python_rotation(rope_angle, head_dim=D, name="rope_py")
     report = grape.check(rot, trials=100, seed=3)
     assert report.passed, str(report)
-    assert [law.name for law in report.laws] == ["finite", "orthogonal", "composition", "relative", "attention_kernel"]
+    assert [law.name for law in report.laws] == ["finite", "norm_preservation", "homomorphism", "relative", "attention_kernel"]
     assert all(law.holds and law.trials == 100 for law in report.laws)
     assert str(report).startswith("rope_py: passed")
     assert "1 draw in 8 an edge case" in report.position_draws and "0..1048576" in report.positions
@@ -154,7 +154,7 @@ def test_an_axial_rotation_of_two_commuting_generators_passes_and_runs_in_attent
     rot = grape.python_rotation(generators=list(gens), name="axial_2d", max_position=4096)
     report = grape.check(rot, trials=60, seed=2)
     assert report.passed, str(report)
-    assert [law.name for law in report.laws] == ["skew", "generators_commute", "finite", "orthogonal", "composition",
+    assert [law.name for law in report.laws] == ["skew", "generators_commute", "finite", "norm_preservation", "homomorphism",
                                                  "relative", "attention_kernel"]
     assert report.law("generators_commute").trials == 1 and report.law("skew").trials == 2
     torch.manual_seed(4)
@@ -192,16 +192,16 @@ def test_non_commuting_generators_fail_generators_commute_and_relative():
     lhs = torch.matrix_exp(torch.einsum("a,aij->ij", m, gens)).T @ torch.matrix_exp(torch.einsum("a,aij->ij", n, gens))
     rhs = torch.matrix_exp(torch.einsum("a,aij->ij", n - m, gens))
     assert (lhs - rhs).abs().max().item() > 1e-3  # the counterexample is one in float64 written out here
-    for holds in ("skew", "finite", "orthogonal"):
+    for holds in ("skew", "finite", "norm_preservation"):
         assert report.law(holds).holds, holds
 
 
-def test_a_quadratic_angle_fails_relative_and_composition_at_shrunk_positions():
+def test_a_quadratic_angle_fails_relative_and_homomorphism_at_shrunk_positions():
     theta = 0.1
     rot = grape.python_rotation(lambda plane, pos: theta * pos ** 2 + 0.0 * plane, head_dim=4, name="quadratic")
     report = grape.check(rot, trials=30, seed=1)
     assert not report.passed
-    rel, comp = report.law("relative"), report.law("composition")
+    rel, comp = report.law("relative"), report.law("homomorphism")
     assert rel.claimed and not rel.holds and comp.claimed and not comp.holds
     # ρ(m)ᵀρ(n) turns by θ(n² − m²), ρ(n − m) by θ(n − m)²: they differ as soon as m ≠ 0 and m ≠ n
     assert shrunk(rel.counterexample.positions) == {"m": (1,), "n": (0,)}, rel.counterexample.positions
@@ -211,7 +211,7 @@ def test_a_quadratic_angle_fails_relative_and_composition_at_shrunk_positions():
     assert shrunk(comp.counterexample.positions) == {"m": (1,), "n": (1,)}, comp.counterexample.positions
     assert comp.counterexample.lhs == pytest.approx(math.cos(2 * theta))  # θ(1 + 1) against θ(1 + 1)²
     assert comp.counterexample.rhs == pytest.approx(math.cos(4 * theta))
-    for holds in ("finite", "orthogonal", "attention_kernel"):
+    for holds in ("finite", "norm_preservation", "attention_kernel"):
         assert report.law(holds).holds, holds
 
 
