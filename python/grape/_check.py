@@ -108,15 +108,24 @@ def list():  # noqa: A001 (the API's name)
 def check(name, trials=100, seed=1, max_position=None):
     """Checks a built-in's laws with random parameters; the same seed gives the same report. A
     grape.python_bias or grape.python_rotation object in place of the name is checked in this process
-    (grape/_check_python.py, grape/_check_python_rotation.py)."""
+    (grape/_check_python.py, grape/_check_python_rotation.py), and so is an encoding object with its
+    own values: a RotaryEncoding as a Python rotation, an AlibiEncoding or a T5Encoding with its
+    table as a Python score bias (grape/_check_objects.py)."""
     from ._python_encodings import PythonBias
     from ._python_rotations import PythonRotation
     if isinstance(name, PythonRotation):
         from ._check_python_rotation import check_python_rotation
         return check_python_rotation(name, trials=trials, seed=seed, max_position=max_position)
+    from ._check_objects import as_python_encoding
+    mirror = None if isinstance(name, (str, PythonBias, PythonRotation)) else as_python_encoding(name)
+    if mirror is not None:
+        return check(mirror, trials=trials, seed=seed, max_position=max_position)
     if isinstance(name, PythonBias):
         from ._check_python import check_python
         return check_python(name, trials=trials, seed=seed, max_position=max_position)
+    if not isinstance(name, str):
+        raise GrapeError("grape: check: takes a built-in's name, a grape.python_bias or grape.python_rotation, or a "
+                         "RotaryEncoding, AlibiEncoding or T5Encoding with its table (got %s)" % type(name).__name__)
     args = ["check", str(name), "--json", "--trials", str(int(trials)), "--seed", str(int(seed))]
     if max_position is not None:
         args += ["--max-position", str(int(max_position))]
