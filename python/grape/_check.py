@@ -94,8 +94,9 @@ class CheckReport:
             rows.append("  %-26s %-9s %s" % (law.name, "claimed" if law.claimed else "", state))
             if law.counterexample is not None:
                 c = law.counterexample
-                rows.append("    counterexample %s: %s = %r vs %r (error %.3g > %.3g)"
-                            % (c.positions, c.what, c.lhs, c.rhs, c.error, c.tolerance))
+                number = lambda x: "n/a" if x is None else "%.3g" % x  # noqa: E731: a non-finite side has none
+                rows.append("    counterexample %s: %s = %r vs %r (error %s > %s)"
+                            % (c.positions, c.what, c.lhs, c.rhs, number(c.error), number(c.tolerance)))
         return "\n".join(rows)
 
 
@@ -123,9 +124,15 @@ def check(name, trials=100, seed=1, max_position=None):
     if isinstance(name, PythonBias):
         from ._check_python import check_python
         return check_python(name, trials=trials, seed=seed, max_position=max_position)
+    from ._grape import BuiltinEncoding
+    if isinstance(name, BuiltinEncoding):  # grape.encoding(name, **params): the C++ laws at its parameters
+        return _report(_run(["check", name.name, "--params", json.dumps(name.params), "--json", "--trials",
+                             str(int(trials)), "--seed", str(int(seed))]
+                            + ([] if max_position is None else ["--max-position", str(int(max_position))])))
     if not isinstance(name, str):
-        raise GrapeError("grape: check: takes a built-in's name, a grape.python_bias or grape.python_rotation, or a "
-                         "RotaryEncoding, AlibiEncoding or T5Encoding with its table (got %s)" % type(name).__name__)
+        raise GrapeError("grape: check: takes a built-in's name or grape.encoding(...) object, a grape.python_bias or "
+                         "grape.python_rotation, or a RotaryEncoding, AlibiEncoding or T5Encoding with its table "
+                         "(got %s)" % type(name).__name__)
     args = ["check", str(name), "--json", "--trials", str(int(trials)), "--seed", str(int(seed))]
     if max_position is not None:
         args += ["--max-position", str(int(max_position))]

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +70,27 @@ TEST(CheckCommand, MaxPositionNarrowsTheRangeAndSaysSo) {
   EXPECT_NE(bad.err.find("--max-position: must be >= 1 (got 0)"), std::string::npos) << bad.err;
   const auto fox = run_grape("check fox --trials 10");
   EXPECT_NE(fox.out.find("positions 0..255 (the gate sequence"), std::string::npos) << fox.out;
+}
+
+TEST(CheckCommand, ParamsFixTheEncodingsParametersAndBadOnesAreOneLine) {
+  const auto r = run_grape("check rope --trials 10 --params '{\"head_dim\": 16, \"rotary_dim\": 16, \"base\": 500.0}'");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("parameters fixed: head_dim=16 rotary_dim=16 base=500 attention_factor=1"), std::string::npos)
+      << r.out;
+  const std::array<std::pair<const char*, const char*>, 4> bad{{
+      {"'{\"bse\": 1}'", "grape: --params: rope: no parameter 'bse' (it takes head_dim, rotary_dim, base, attention_factor)"},
+      {"'{\"base\": \"x\"}'", "grape: --params: rope.base: must be a number (got \"x\")"},
+      {"'{\"head_dim\": 16.5}'", "grape: --params: rope.head_dim: must be an integer (got 16.5)"},
+      {"'[1]'", "grape: --params: rope: must be a JSON object (got [1])"},
+  }};
+  for (const auto& [json, message] : bad) {
+    const auto b = run_grape(std::string("check rope --params ") + json);
+    EXPECT_EQ(b.code, 2) << json;
+    EXPECT_EQ(b.err, std::string(message) + "\n") << json;
+  }
+  const auto broken = run_grape("check rope --params '{'");
+  EXPECT_EQ(broken.code, 2);
+  EXPECT_EQ(broken.err.rfind("grape: --params: not JSON", 0), 0u) << broken.err;
 }
 
 TEST(CheckCommand, UnclaimedFailuresAreReportedButDoNotFail) {

@@ -43,5 +43,20 @@ def test_an_encoding_object_is_checked_with_its_own_values(make):
 
 
 def test_an_object_grape_cannot_check_is_refused_in_one_line():
-    with pytest.raises(grape.GrapeError, match=r"^grape: check: takes a built-in's name, .* \(got object\)$"):
+    with pytest.raises(grape.GrapeError, match=r"^grape: check: takes a built-in's name or grape.encoding\(...\) object, .* \(got object\)$"):
         grape.check(object())
+
+
+def test_a_builtin_made_by_grape_encoding_is_checked_at_its_own_parameters():
+    report = grape.check(grape.encoding("xpos", head_dim=16), trials=10)
+    assert report.passed, str(report)
+    assert report.parameters.startswith("fixed: head_dim=16 base=10000 scale_base=512"), report.parameters
+    nested = grape.check(grape.encoding("rope_alibi", heads=4), trials=5)
+    assert nested.parameters.startswith("fixed: rotary={head_dim=128"), nested.parameters
+    assert "heads=4" in nested.parameters
+    # At a quarter of the scale base xPos's key scale overflows f16 within a few thousand positions:
+    # the kernel law fails at these parameters, where random ones pass.
+    fast = grape.check(grape.encoding("xpos", head_dim=16, scale_base=128), trials=10)
+    assert not fast.passed
+    assert "a value is not finite" in fast.law("cpu_kernel").counterexample.what
+    assert "error n/a" in str(fast)
