@@ -29,8 +29,8 @@ dim], K and V possibly from the KV cache and longer than Q) runs grape.torch.att
 bottom-right aligned, GQA without repeating K and V. The padding comes out of the causal mask the
 model passes (transformers' 4-D mask, checked to be causal plus padding): the valid tokens of each
 row are packed into sequences of their own (cu_seqlens), so no T x T mask reaches the kernel, and
-padded queries' outputs are zero. BLOOM, whose attention module adds its ALiBi itself and does not
-dispatch, gets a forward with the slopes inside the kernel.
+padded queries' outputs are zero. BLOOM and MPT, whose attention modules add their ALiBi themselves
+and do not dispatch, get a forward with the slopes inside the kernel.
 """
 import dataclasses as _dataclasses
 import importlib as _importlib
@@ -233,7 +233,7 @@ def register():
 def set_attention(model, implementation=ATTENTION):
     """Run model's attention through `implementation` ("grape", or one of transformers' names such
     as "sdpa" or "eager" to go back); returns the model. For BLOOM, "grape" replaces its attention
-    modules' forward and "eager" restores it."""
+    modules' forward and "eager" restores it; for MPT too."""
     if not isinstance(implementation, str):
         raise _grape.GrapeError("grape: set_attention: implementation must be a name such as 'grape', "
                                 "'sdpa' or 'eager' (got %r)" % (implementation,))
@@ -241,6 +241,8 @@ def set_attention(model, implementation=ATTENTION):
         register()
     if getattr(model.config, "model_type", None) == "bloom":
         return _set_bloom_attention(model, implementation)
+    if getattr(model.config, "model_type", None) == "mpt":
+        return _set_mpt_attention(model, implementation)
     if hasattr(model, "set_attn_implementation"):  # transformers 5: checks the name, sets every sub-config
         model.set_attn_implementation(implementation)
         return model
@@ -432,6 +434,97 @@ def _set_bloom_attention(model, implementation):
         if type(module).__name__ == "BloomAttention":
             if implementation == ATTENTION:
                 module.forward = _types.MethodType(_bloom_forward, module)
+            else:
+                module.__dict__.pop("forward", None)
+    return model
+
+
+# ---- MPT: ALiBi added by its attention module, which does not dispatch ----
+
+def _mpt_slopes(position_bias):
+    """MPT's slopes as transformers computed them: its bias is slope * (key - last key), float32, so
+    the next-to-last column of the [heads, 1, max_seq_len] bias the model passes is -slope."""
+    return -position_bias[:, 0, -2]
+
+
+# Every layer of a forward gets the same boolean mask (True: masked); its inverse, kept for the next layer.
+_mpt_last_mask = [None, None, None]  # weak reference to the mask, its version, ~mask
+
+
+def _mpt_attending(attention_mask):
+    """MPT's mask (True where transformers masks) as the boolean mask causal_attention reads (True: seen)."""
+    if attention_mask is None:
+        return None
+    ref, version, inverse = _mpt_last_mask
+    if ref is not None and ref() is attention_mask and version == attention_mask._version:
+        return inverse
+    inverse = ~attention_mask.bool()
+    _mpt_last_mask[:] = [_weakref.ref(attention_mask), attention_mask._version, inverse]
+    return inverse
+
+
+def _mpt_forward(self, hidden_states, position_bias, past_key_value=None, attention_mask=None, cache=None,
+                 **kwargs):
+    """MptAttention.forward with the attention in grape's kernel: MPT's bias, slope * (key column - last
+    key column) whatever the padding, is ALiBi's -slope * (query - key) plus a per-row constant the
+    softmax ignores, so the packed valid tokens with the slopes give MPT's attention."""
+    # 4.49 passes a tuple cache as past_key_value, 5 a Cache as cache.
+    past = cache if cache is not None else kwargs.pop("past_key_values", past_key_value)
+    if getattr(self, "_grape_output_attentions", False):  # the weights are asked for: transformers computes them
+        return type(self).forward(self, hidden_states, position_bias, past, attention_mask, **kwargs)
+    if self.training and self.attn_dropout_p:
+        raise _grape.GrapeError("grape: attention: dropout %g is not supported (set the config's "
+                                "attn_config.attn_pdrop to 0)" % self.attn_dropout_p)
+    batch, q_len = hidden_states.shape[:2]
+    mixed = self.Wqkv(hidden_states)
+    if self.clip_qkv:
+        mixed = mixed.clamp(min=-self.clip_qkv, max=self.clip_qkv)
+    query, key, value = (x.reshape(batch, q_len, self.n_heads, self.head_dim).transpose(1, 2)
+                         for x in mixed.chunk(3, dim=2))
+    returns_cache = _mpt_returns_cache(type(self))
+    if hasattr(past, "update"):
+        key, value = past.update(key, value, self.layer_idx, kwargs=kwargs)
+    elif past is not None and len(past) != 0:
+        key, value = _torch.cat([past[0], key], dim=2), _torch.cat([past[1], value], dim=2)
+    slopes = {}
+    if position_bias is not None:
+        need = max(2, key.shape[2])
+        if position_bias.dim() != 3 or position_bias.shape[-1] < need:
+            raise _grape.GrapeError("grape: attention: MPT's position_bias must be [heads, 1, >= %d] (got %s; "
+                                    "more tokens than max_seq_len?)" % (need, list(position_bias.shape)))
+        slopes = {"slopes": _mpt_slopes(position_bias)}
+    context = causal_attention(query, key, value, _mpt_attending(attention_mask), self.softmax_scale, **slopes)
+    output = self.out_proj(context.reshape(batch, q_len, self.hidden_size))
+    # 4.49 returns (output, weights, cache), 5 (output, weights).
+    return (output, None, (key, value)) if returns_cache else (output, None)
+
+
+def _mpt_returns_cache(attention_class):
+    """Whether this transformers' MptAttention returns (output, weights, cache) (4.49, whose forward
+    takes past_key_value) or (output, weights) (5)."""
+    return "past_key_value" in _inspect.signature(attention_class.forward).parameters
+
+
+def _mpt_block_forward(self, *args, **kwargs):
+    """MptBlock.forward, telling its attention whether output_attentions asks for the weights (the
+    block does not pass it on)."""
+    bound = _inspect.signature(type(self).forward).bind(self, *args, **kwargs)
+    self.attn._grape_output_attentions = bool(bound.arguments.get("output_attentions"))
+    try:
+        return type(self).forward(self, *args, **kwargs)
+    finally:
+        self.attn._grape_output_attentions = False
+
+
+def _set_mpt_attention(model, implementation):
+    if implementation not in (ATTENTION, "eager"):
+        raise _grape.GrapeError("grape: set_attention: MPT runs 'grape' or its own 'eager' attention "
+                                "(got %r)" % implementation)
+    for module in model.modules():
+        if type(module).__name__ in ("MptAttention", "MptBlock"):
+            if implementation == ATTENTION:
+                grape_forward = _mpt_forward if type(module).__name__ == "MptAttention" else _mpt_block_forward
+                module.forward = _types.MethodType(grape_forward, module)
             else:
                 module.__dict__.pop("forward", None)
     return model

@@ -45,6 +45,13 @@ def bloom():
     return transformers.BloomForCausalLM(config)
 
 
+def mpt():
+    config = transformers.MptConfig(vocab_size=128, d_model=64, n_heads=4, n_layers=2, max_seq_len=64,
+                                    initializer_range=0.5)
+    torch.manual_seed(0)
+    return transformers.MptForCausalLM(config)
+
+
 def left_padded():
     """Two prompts of 7 and 12 tokens, the first left-padded (pad id 0): as generate() takes a batch."""
     g = torch.Generator().manual_seed(1)
@@ -199,6 +206,39 @@ def test_bloom_alibi_is_inside_grape():
     assert (without - expected)[mask.bool()].abs().max().item() > 1e-2
 
 
+def test_mpt_left_padded_prefill_and_generate_match_transformers(grape_calls):
+    model = mpt().eval()
+    ids, mask = left_padded()
+    expected = logits(model, "eager", ids, mask)
+    # transformers' MPT handles left padding: the padded prompt's logits are the unpadded prompt's.
+    alone = logits(model, "eager", ids[:1, 5:], mask[:1, 5:])
+    assert (alone[0] - expected[0, 5:]).abs().max().item() <= 1e-4
+    got = logits(model, "grape", ids, mask)
+    assert grape_calls[0] == 2
+    assert not got.isnan().any()
+    assert (got - expected)[mask.bool()].abs().max().item() <= 1e-4
+    tokens, scores = generate(model, "eager", ids, mask)
+    grape_tokens, grape_scores = generate(model, "grape", ids, mask)
+    assert torch.equal(grape_tokens, tokens)
+    assert (grape_scores - scores).abs().max().item() <= 1e-4
+    assert len(set(tokens[1, 12:].tolist())) > 3
+    # The weights are asked for: transformers' own forward computes them.
+    calls = grape_calls[0]
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    assert grape_calls[0] == calls and out.attentions[0].shape == (2, 4, 12, 12)
+
+
+def test_mpt_alibi_is_inside_grape(monkeypatch):
+    """Without the slopes grape's output differs: the test above reads MPT's ALiBi."""
+    model = mpt().eval()
+    ids, mask = left_padded()
+    expected = logits(model, "eager", ids, mask)
+    monkeypatch.setattr(grape.hf, "_mpt_slopes", lambda position_bias: torch.zeros(position_bias.shape[0]))
+    without = logits(model, "grape", ids, mask)
+    assert (without - expected)[mask.bool()].abs().max().item() > 1e-2
+
+
 def test_bad_arguments_give_one_grape_line():
     model = llama()
     with pytest.raises(grape.GrapeError, match=r"^grape: set_attention: implementation must be a name"):
@@ -207,6 +247,8 @@ def test_bad_arguments_give_one_grape_line():
         grape.hf.set_attention(model, "grape-flash")
     with pytest.raises(grape.GrapeError, match=r"^grape: set_attention: BLOOM runs 'grape' or its own 'eager'"):
         grape.hf.set_attention(bloom(), "sdpa")
+    with pytest.raises(grape.GrapeError, match=r"^grape: set_attention: MPT runs 'grape' or its own 'eager'"):
+        grape.hf.set_attention(mpt(), "sdpa")
     q, k, v = torch.randn(1, 4, 5, 16), torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16)
     layer = model.model.layers[0].self_attn
     with pytest.raises(grape.GrapeError, match=r"^grape: attention: dropout 0.1 is not supported"):
