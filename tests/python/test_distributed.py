@@ -138,6 +138,17 @@ def _packed_errors(kv_heads):
     return errors
 
 
+def _docs_example_error():
+    """docs/distributed.md's example, run as written on this rank: its gathered output against the
+    single-process call on the same whole tensors."""
+    import re
+    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "distributed.md"), encoding="utf-8").read()
+    namespace = {}
+    exec(compile(re.findall(r"```python\n(.*?)```", text, re.S)[0], "docs/distributed.md", "exec"), namespace)
+    want = gt.attention(namespace["q"], namespace["k"], namespace["v"], log_forget=namespace["log_forget"], causal=True)
+    return (namespace["whole"] - want).abs().max().item()
+
+
 def _exclusive_cumsum_errors():
     """gd.exclusive_cumsum of each rank's shard against the whole sequence's exclusive sum, and the
     gradient of the shard (L = sum(sum * w) over every rank) against the whole one's."""
@@ -188,6 +199,7 @@ def _worker(rank, world, port, results, kv_heads):
                 lines.append("%s ERROR %s" % (name, traceback.format_exc().replace("\n", " | ")))
         lines += ["refused_" + line for line in _refusals()]
         lines.append("packed " + " ".join("%s=%.3e" % e for e in _packed_errors(kv_heads).items()))
+        lines.append("docs_example err=%.3e" % _docs_example_error())
         lines.append("exclusive_cumsum " + " ".join("%s=%.3e" % e for e in _exclusive_cumsum_errors().items()))
         with open(os.path.join(results, "rank%d" % rank), "w") as f:
             f.write("\n".join(lines))
@@ -252,3 +264,9 @@ def test_a_packed_batch_matches_the_single_process_packed_call(reports):
         errors = dict(item.split("=") for item in line.split())
         assert set(errors) == {"out", "unshard", "dslopes", "dq", "dk", "dv"}, line
         assert all(float(e) <= 2e-5 for e in errors.values()), line
+
+
+def test_the_docs_example_runs_and_gives_the_whole_attention(reports):
+    world, out = reports
+    for line in out["docs_example"]:
+        assert float(line.split("=")[1]) <= 2e-6, line
