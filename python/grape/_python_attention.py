@@ -21,17 +21,19 @@ def _blocks(length, size):
     return [(start, min(start + size, length)) for start in range(0, length, size)]
 
 
-def _index_grid(heads, qs, qe, ks, ke):
+def _index_grid(heads, qs, qe, ks, ke, first):
+    """fn's arguments for the tile of queries qs..qe and keys ks..ke; query i sits at position
+    first + i (first = Tk - Tq: the queries are the last of the keys' tokens), key j at j."""
     return (_torch.arange(heads, dtype=_torch.int64).view(heads, 1, 1),
-            _torch.arange(qs, qe, dtype=_torch.int64).view(1, qe - qs, 1),
+            _torch.arange(first + qs, first + qe, dtype=_torch.int64).view(1, qe - qs, 1),
             _torch.arange(ks, ke, dtype=_torch.int64).view(1, 1, ke - ks))
 
 
-def _future_keys(qs, qe, ks, ke):
+def _future_keys(qs, qe, ks, ke, first):
     """The causal mask of one tile (True: the key comes after the query), or None when no key does."""
-    if ke - 1 <= qs:
+    if ke - 1 <= first + qs:
         return None
-    return _torch.arange(ks, ke).view(1, -1) > _torch.arange(qs, qe).view(-1, 1)
+    return _torch.arange(ks, ke).view(1, -1) > _torch.arange(first + qs, first + qe).view(-1, 1)
 
 
 class _TiledBiasAttention(_torch.autograd.Function):
@@ -43,6 +45,7 @@ class _TiledBiasAttention(_torch.autograd.Function):
         batch, tq, heads, dim = q.shape
         tk, kv_heads = k.shape[1], k.shape[2]
         group = heads // kv_heads
+        first = tk - tq if causal else 0  # causal: bottom-right aligned, as decode's queries are
         work = compute_dtype(q.dtype)
         # [B, Hk, G, T, D]: query head h = kv_head * G + g reads key head h // G
         q5 = q.permute(0, 2, 1, 3).to(work).reshape(batch, kv_heads, group, tq, dim)
@@ -58,12 +61,12 @@ class _TiledBiasAttention(_torch.autograd.Function):
                 row_sum = _torch.zeros_like(row_max)
                 acc = _torch.zeros_like(qi)
                 for ks, ke in _blocks(tk, k_block):
-                    if causal and ks > qe - 1:
+                    if causal and ks > first + qe - 1:
                         break  # this key block and the later ones lie after every query of the block
-                    b = bias.tile_values(*_index_grid(heads, qs, qe, ks, ke), params=values)
+                    b = bias.tile_values(*_index_grid(heads, qs, qe, ks, ke, first), params=values)
                     s = (qi @ k5[..., ks:ke, :].transpose(-1, -2)) * scale + b.to(work).reshape(
                         kv_heads, group, qe - qs, ke - ks)
-                    mask = _future_keys(qs, qe, ks, ke) if causal else None
+                    mask = _future_keys(qs, qe, ks, ke, first) if causal else None
                     if mask is not None:
                         s = s.masked_fill(mask, float("-inf"))
                     new_max = _torch.maximum(row_max, s.amax(-1))
@@ -85,6 +88,7 @@ class _TiledBiasAttention(_torch.autograd.Function):
         q5, k5, v5, out, lse, *params = ctx.saved_tensors
         batch, kv_heads, group, tq, dim = q5.shape
         heads, tk, work = kv_heads * group, k5.shape[3], q5.dtype
+        first = tk - tq if causal else 0
         do5 = grad_out.permute(0, 2, 1, 3).to(work).reshape(batch, kv_heads, group, tq, dim)
         delta = (do5 * out).sum(-1)  # rowsum(dO * O): the softmax backward's per-row term
         dq, dk, dv = _torch.zeros_like(q5), _torch.zeros_like(k5), _torch.zeros_like(v5)
@@ -96,13 +100,13 @@ class _TiledBiasAttention(_torch.autograd.Function):
             qi, doi = q5[..., qs:qe, :], do5[..., qs:qe, :]
             lse_i, delta_i = lse[..., qs:qe].unsqueeze(-1), delta[..., qs:qe].unsqueeze(-1)
             for ks, ke in _blocks(tk, k_block):
-                if causal and ks > qe - 1:
+                if causal and ks > first + qe - 1:
                     break
                 with _torch.enable_grad():
-                    b = bias.tile_values(*_index_grid(heads, qs, qe, ks, ke), params=leaves).to(work)
+                    b = bias.tile_values(*_index_grid(heads, qs, qe, ks, ke, first), params=leaves).to(work)
                 kj, vj = k5[..., ks:ke, :], v5[..., ks:ke, :]
                 s = (qi @ kj.transpose(-1, -2)) * scale + b.detach().reshape(kv_heads, group, qe - qs, ke - ks)
-                mask = _future_keys(qs, qe, ks, ke) if causal else None
+                mask = _future_keys(qs, qe, ks, ke, first) if causal else None
                 if mask is not None:
                     s = s.masked_fill(mask, float("-inf"))
                 p = _torch.exp(s - lse_i)
@@ -161,8 +165,9 @@ def attention(q, k, v, bias, *, causal, window, scale, layout, operands, relayou
         raise GrapeError(f"grape: k: must have q's batch and head_dim (q {list(q.shape)}, k {list(k.shape)})")
     if q.shape[2] % k.shape[2]:
         raise GrapeError(f"grape: k: its {k.shape[2]} heads must divide q's {q.shape[2]} (GQA)")
-    if causal and q.shape[1] != k.shape[1]:
-        raise GrapeError(f"grape: k: causal=True takes as many keys as queries (q {q.shape[1]}, k {k.shape[1]})")
+    if causal and q.shape[1] > k.shape[1]:
+        raise GrapeError(f"grape: k: causal=True takes at least as many keys as queries, the queries the last of "
+                         f"the keys' tokens (q {q.shape[1]}, k {k.shape[1]})")
     if len({q.dtype, k.dtype, v.dtype}) != 1:
         raise GrapeError(f"grape: q, k, v: must share a dtype (got {q.dtype}, {k.dtype}, {v.dtype})")
     out = tiled_attention(q, k, v, bias, causal=causal, scale=scale)

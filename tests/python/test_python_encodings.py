@@ -137,6 +137,29 @@ def test_the_tiled_attention_matches_a_dense_float64_reference():
                 assert_close(g, r, tol, "%s %s" % (what, name))
 
 
+def test_fewer_queries_than_keys_are_the_last_rows_of_the_whole_causal_call():
+    # Decode and chunked prefill: Tq queries at the last Tq of Tk positions (bottom-right aligned),
+    # against the dense float64 reference's last rows and gradients (the loss on those rows only).
+    torch.manual_seed(3)
+    tq, tk, dim = 37, 300, 16
+    lam = torch.tensor([0.5, 1.0, 0.25, 2.0], requires_grad=True)
+    q_all = torch.randn(1, tk, HEADS, dim)
+    q = q_all[:, tk - tq:].clone().requires_grad_()
+    k, v = (torch.randn(1, tk, 2, dim, requires_grad=True) for _ in range(2))
+    out = gt.attention(q, k, v, encoding=grape.python_bias(log_distance, [lam]), causal=True)
+    w = torch.randn(1, tq, HEADS, dim, dtype=torch.float64)
+    got = torch.autograd.grad((out.double() * w).sum(), (q, k, v, lam))
+    ref_in = [x.detach().double().requires_grad_() for x in (q_all, k, v, lam)]
+    ref = dense_reference(*ref_in[:3], log_distance_grid(ref_in[3], tk), True)[:, tk - tq:]
+    want = torch.autograd.grad((ref * w).sum(), ref_in)
+    assert_close(out, ref, 2e-5, "out")
+    assert_close(got[0], want[0][:, tk - tq:], 2e-5, "dq")
+    for name, g, r in zip(("dk", "dv", "dlam"), got[1:], want[1:]):
+        assert_close(g, r, 2e-5, name)
+    with pytest.raises(grape.GrapeError, match=r"^grape: k: causal=True takes at least as many keys as queries"):
+        gt.attention(q_all, k[:, :5], v[:, :5], encoding=grape.python_bias(log_distance, [lam]), causal=True)
+
+
 def test_a_per_token_gate_trains_through_the_tiles_in_both_layouts():
     # content dependent: the bias reads g[head, k_pos], a per-token tensor the model computes
     torch.manual_seed(1)
