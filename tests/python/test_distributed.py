@@ -33,6 +33,7 @@ def _cases():
         "alibi": (None, {"slopes": torch.tensor(grape.alibi_slopes(H), dtype=torch.float64)}, True),
         "alibi_full": (None, {"slopes": torch.tensor(grape.alibi_slopes(H), dtype=torch.float64)}, False),
         "rope_alibi": (rope, {"slopes": torch.tensor(grape.alibi_slopes(H), dtype=torch.float64)}, True),
+        "xpos": (grape.encoding("xpos", head_dim=D), {}, True),  # a built-in through grape.encoding
         "t5": (grape.t5(normal(32, H).numpy(), max_distance=64), {"t5_table": normal(32, H)}, False),
         "fox": (None, {"log_forget": torch.nn.functional.logsigmoid(normal(H, T) + 2)}, True),
         "fox_per_batch": (None, {"log_forget": torch.nn.functional.logsigmoid(normal(2, H, T) + 2)}, True),
