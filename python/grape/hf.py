@@ -270,6 +270,8 @@ def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=No
     if not causal:
         raise _grape.GrapeError("grape: attention: is_causal: only causal attention is supported")
     swapped = getattr(module, "grape_encoding", None)
+    if isinstance(swapped, PythonBiasEncoding):
+        return _python_bias_attention(swapped.bias, query, key, value, attention_mask, scaling), None
     if isinstance(swapped, SwappedEncoding):
         return _swapped_attention(module, swapped, query, key, value, attention_mask, scaling), None
     return causal_attention(query, key, value, attention_mask, scaling), None
@@ -651,6 +653,23 @@ class GatedGrapeA(SwappedEncoding):
         return "grape_a", self._gates(key, self.u), query_gates, {"omega": omega}
 
 
+class PythonBiasEncoding(SwappedEncoding):
+    """A score bias written in Python (grape.python_bias) in place of RoPE: its fn sees each row's real
+    tokens at their positions 0..n-1, through grape's tiled Python attention; its params, when they
+    are nn.Parameters, are registered here (shared by every layer given the same bias)."""
+    kind = "python_bias"
+
+    def __init__(self, bias):
+        super().__init__(0, 0, 0)
+        self.bias = bias
+        for i, p in enumerate(bias.params):
+            if isinstance(p, _torch.nn.Parameter):
+                self.register_parameter("param%d" % i, p)
+
+    def extra_repr(self):
+        return "python_bias %r" % (self.bias.name,)
+
+
 def _inverse_softplus_of_one():
     """ω̃ with softplus(ω̃) = 1, the authors' initial value."""
     import math
@@ -668,13 +687,15 @@ def _attention_modules(model):
 
 def swap_encoding(model, encoding):
     """Replace a Llama-family model's RoPE by `encoding` ("none", "alibi", "fox", "grape_a" or
-    "grape_a_qk"), run inside grape's fused attention: the rotary module turns nothing, every attention
+    "grape_a_qk"; or a grape.python_bias, or a function of the layer index giving one), run inside
+    grape's fused attention (a Python bias: its tiled Python attention, row by row): the rotary module turns nothing, every attention
     module gets a `grape_encoding` submodule with the new parameters, and attention becomes "grape".
     Returns the model."""
+    python_bias = isinstance(encoding, _grape.PythonBias) or (callable(encoding) and not isinstance(encoding, str))
     name = _ALIASES.get(encoding, encoding) if isinstance(encoding, str) else encoding
-    if name not in ENCODINGS:
-        raise _grape.GrapeError("grape: swap_encoding: encoding must be one of %s (got %r)"
-                                % (", ".join(ENCODINGS), encoding))
+    if not python_bias and name not in ENCODINGS:
+        raise _grape.GrapeError("grape: swap_encoding: encoding must be one of %s, a grape.python_bias or a "
+                                "function of the layer index giving one (got %r)" % (", ".join(ENCODINGS), encoding))
     model_type = getattr(model.config, "model_type", None)
     if model_type not in _SWAP_FAMILIES:
         raise _grape.GrapeError("grape: swap_encoding: model_type %r is not supported (supported: %s)"
@@ -691,7 +712,14 @@ def swap_encoding(model, encoding):
     owner.rotary_emb = IdentityRotaryEmbedding(owner.rotary_emb)
     for module in modules:
         param = next(module.parameters())
-        swapped = _SWAP_CLASSES[name](config.num_attention_heads, module.head_dim, config.hidden_size)
+        if python_bias:
+            bias = encoding if isinstance(encoding, _grape.PythonBias) else encoding(module.layer_idx)
+            if not isinstance(bias, _grape.PythonBias):
+                raise _grape.GrapeError("grape: swap_encoding: encoding(%d) must give a grape.python_bias (got %s)"
+                                        % (module.layer_idx, type(bias).__name__))
+            swapped = PythonBiasEncoding(bias)
+        else:
+            swapped = _SWAP_CLASSES[name](config.num_attention_heads, module.head_dim, config.hidden_size)
         module.grape_encoding = swapped.to(param.device)
         module.forward = _types.MethodType(_swapped_forward, module)
     return model
@@ -746,6 +774,28 @@ def _swapped_attention(module, swapped, query, key, value, attention_mask, scale
         q[q_rows, q_cols], k[k_rows, k_cols], v[k_rows, k_cols], causal=True, scale=scale, cu_seqlens=cu_seqlens,
         key_cu_seqlens=key_cu_seqlens, positions=q_at, key_positions=k_at, **encoding)
     return packed.new_zeros(batch, q_len, heads, dim).index_put((q_rows, q_cols), packed)
+
+
+def _python_bias_attention(bias, query, key, value, attention_mask, scale):
+    """A Python bias through grape's tiled attention, one row at a time on its real tokens (the
+    queries the last of its keys, positions 0..n-1 within the row): fn sees true positions, so a
+    bias that is not relative is exact too. Padded queries' rows are zero."""
+    batch, heads, q_len, dim = query.shape
+    k_len = key.shape[2]
+    if k_len < q_len:
+        raise _grape.GrapeError("grape: attention: key: %d keys for %d queries; the queries must be the "
+                                "last of the keys' tokens" % (k_len, q_len))
+    packing = _valid_tokens(attention_mask, batch, q_len, k_len) or _all_tokens(batch, q_len, k_len, query.device)
+    q_rows, q_cols, k_rows, k_cols = packing[:4]
+    q, k, v = (x.transpose(1, 2) for x in (query, key, value))  # [batch, seq, heads, d] views
+    out = q.new_zeros(batch, q_len, heads, dim)
+    for b in range(batch):
+        qc, kc = q_cols[q_rows == b], k_cols[k_rows == b]
+        if len(qc):
+            rows = _grape_torch.attention(q[b, qc][None], k[b, kc][None], v[b, kc][None], encoding=bias,
+                                          causal=True, scale=scale)[0]
+            out = out.index_put((_torch.full_like(qc, b), qc), rows)
+    return out
 
 
 def _all_tokens(batch, q_len, k_len, device):

@@ -194,3 +194,43 @@ def test_bad_arguments_give_one_grape_line():
     assert "'grape'" in message(lambda: model(batch()))
     bloom = transformers.BloomForCausalLM(transformers.BloomConfig(vocab_size=128, hidden_size=64, n_layer=1, n_head=4))
     assert "model_type" in message(lambda: grape.hf.swap_encoding(bloom, "alibi"))
+
+
+def alibi_as_python(heads):
+    """ALiBi written as a Python bias, with learnable slopes: the C++ kernel's "alibi" swap is its reference."""
+    slopes = torch.nn.Parameter(torch.tensor(grape.alibi_slopes(heads), dtype=torch.float32))
+    return grape.python_bias(lambda h, m, n, s: -s[h] * (m - n).abs().to(s.dtype), [slopes], name="alibi_py",
+                             heads=heads)
+
+
+def test_a_python_bias_swapped_in_matches_the_same_bias_in_the_kernel():
+    """A left-padded batch's logits, the slopes' gradient and 10 generated tokens: ALiBi as a Python bias
+    (grape's tiled Python attention, row by row) against the "alibi" swap (grape's C++ kernel)."""
+    kernel = swapped("alibi")
+    python = grape.hf.swap_encoding(llama(), alibi_as_python(4))
+    assert sum(p.numel() for n, p in python.named_parameters() if "grape_encoding" in n) == 4  # shared: once
+    ids, mask = left_padded()
+    real = mask.bool()
+    outs = []
+    for model in (kernel, python):
+        logits = model(ids, attention_mask=mask).logits
+        (logits[real] ** 2).mean().backward()
+        slopes = model.model.layers[0].self_attn.grape_encoding
+        grad = slopes.slopes.grad if hasattr(slopes, "slopes") else slopes.bias.params[0].grad
+        outs.append((logits.detach()[real], grad.clone()))
+    assert (outs[0][0] - outs[1][0]).abs().max() <= 1e-4
+    # The kernel swap has a slope parameter per layer, the Python bias one shared by both: sum the layers'.
+    per_layer = sum(m.self_attn.grape_encoding.slopes.grad for m in kernel.model.layers)
+    assert (per_layer - outs[1][1]).abs().max() <= 1e-4 * per_layer.abs().max()
+    with torch.no_grad():
+        generated = [m.eval().generate(ids, attention_mask=mask, max_new_tokens=10, min_new_tokens=10, do_sample=False,
+                                       pad_token_id=0) for m in (kernel, python)]
+    assert torch.equal(generated[0], generated[1])
+
+
+def test_a_function_of_the_layer_gives_each_layer_its_own_python_bias():
+    model = grape.hf.swap_encoding(llama(), lambda layer: alibi_as_python(4))
+    first, second = (m.self_attn.grape_encoding.bias for m in model.model.layers)
+    assert first is not second and first.params[0] is not second.params[0]
+    with pytest.raises(grape.GrapeError, match=r"^grape: swap_encoding: encoding\(0\) must give a grape.python_bias"):
+        grape.hf.swap_encoding(llama(), lambda layer: "alibi")
