@@ -535,7 +535,7 @@ def _set_mpt_attention(model, implementation):
 # ---- Swapping the position encoding: NoPE, ALiBi, FoX, gated GRAPE-A ----
 
 _SWAP_FAMILIES = ("llama", "mistral", "qwen2")
-ENCODINGS = ("none", "alibi", "fox", "grape_a", "grape_a_qk")
+ENCODINGS = ("none", "alibi", "fox", "grape_a", "grape_a_qk", "grape_m")
 _ALIASES = {"nope": "none"}
 
 
@@ -653,6 +653,25 @@ class GatedGrapeA(SwappedEncoding):
         return "grape_a", self._gates(key, self.u), query_gates, {"omega": omega}
 
 
+class LearnedFrequencies(SwappedEncoding):
+    """The GRAPE paper's GRAPE-M with learnable frequencies ("non-contextual"): plane j turns by
+    t·θ_j with θ = exp(log_freq / s), one row shared by the heads, the model's own RoPE table (its
+    rotary module's inv_freq, any schedule) at initialisation, s = 1 (the authors' default
+    log_freq_scale)."""
+    kind = "grape_m"
+
+    def __init__(self, heads, head_dim, hidden_size, inv_freq):
+        super().__init__(heads, head_dim, hidden_size)
+        self.log_freq = _torch.nn.Parameter(inv_freq.detach().double().log())
+
+    def token_values(self, module, query, key):
+        # The rotary encoding names the layout and head_dim; the table itself is inv_freq, differentiable.
+        # Made per call: a module holding it could not be deep-copied or pickled.
+        inv_freq = self.log_freq.exp()
+        rope = _grape.rotary(inv_freq.detach().cpu().numpy(), head_dim=self.head_dim)
+        return None, None, None, {"encoding": rope, "inv_freq": inv_freq}
+
+
 class PythonBiasEncoding(SwappedEncoding):
     """A score bias written in Python (grape.python_bias) in place of RoPE: its fn sees each row's real
     tokens at their positions 0..n-1, through grape's tiled Python attention; its params, when they
@@ -686,8 +705,8 @@ def _attention_modules(model):
 
 
 def swap_encoding(model, encoding):
-    """Replace a Llama-family model's RoPE by `encoding` ("none", "alibi", "fox", "grape_a" or
-    "grape_a_qk"; or a grape.python_bias, or a function of the layer index giving one), run inside
+    """Replace a Llama-family model's RoPE by `encoding` ("none", "alibi", "fox", "grape_a",
+    "grape_a_qk" or "grape_m"; or a grape.python_bias, or a function of the layer index giving one), run inside
     grape's fused attention (a Python bias: its tiled Python attention, row by row): the rotary module turns nothing, every attention
     module gets a `grape_encoding` submodule with the new parameters, and attention becomes "grape".
     Returns the model."""
@@ -718,6 +737,9 @@ def swap_encoding(model, encoding):
                 raise _grape.GrapeError("grape: swap_encoding: encoding(%d) must give a grape.python_bias (got %s)"
                                         % (module.layer_idx, type(bias).__name__))
             swapped = PythonBiasEncoding(bias)
+        elif name == "grape_m":
+            swapped = LearnedFrequencies(config.num_attention_heads, module.head_dim, config.hidden_size,
+                                         owner.rotary_emb.original.inv_freq)
         else:
             swapped = _SWAP_CLASSES[name](config.num_attention_heads, module.head_dim, config.hidden_size)
         module.grape_encoding = swapped.to(param.device)

@@ -49,6 +49,16 @@ def dense_attention(module, query, key, value, attention_mask, dropout=0.0, scal
         if enc.kind == "grape_a_qk":
             rate = rate + gates(query, enc.v)[:, :, :, None]
         bias = -distance * omega[None, :, None, None] * rate
+    elif enc.kind == "grape_m":  # learnable frequencies: turn Q and K (half-split planes) in float64
+        theta = enc.log_freq.double().exp()
+
+        def turned(x, positions):
+            angle = positions[:, None] * theta[None, :]  # [T, D/2]
+            cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([angle.sin()] * 2, -1)
+            half = x.shape[-1] // 2
+            return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+        query, key = turned(query.double(), i[:, 0]), turned(key, j[0])
     else:
         assert enc.kind == "none"
     scores = query.double() @ key.transpose(-1, -2) * scaling + bias
@@ -150,7 +160,7 @@ def test_fox_logits_match_dense_float64():
     assert (logits.double() - ref_logits).abs().max() <= 1e-4 * ref_logits.abs().max()
 
 
-@pytest.mark.parametrize("encoding", ["grape_a", "grape_a_qk", "fox", "alibi"])
+@pytest.mark.parametrize("encoding", ["grape_a", "grape_a_qk", "fox", "alibi", "grape_m"])
 def test_generate_steps_match_full_forwards(encoding):
     """Each decode step (keys from the cache, GRAPE-A's key gates recomputed from the cached keys, FoX's
     kept per cache) gives the logits of a full forward over the tokens so far; with a left-padded row too."""
@@ -234,3 +244,23 @@ def test_a_function_of_the_layer_gives_each_layer_its_own_python_bias():
     assert first is not second and first.params[0] is not second.params[0]
     with pytest.raises(grape.GrapeError, match=r"^grape: swap_encoding: encoding\(0\) must give a grape.python_bias"):
         grape.hf.swap_encoding(llama(), lambda layer: "alibi")
+
+
+def test_learnable_frequencies_start_as_the_models_rope_and_train_with_the_dense_float64_gradient():
+    """GRAPE-M with learnable frequencies: at initialisation the model's own RoPE (its logits for a
+    left-padded batch, as transformers computes them), then dL/dlog_freq against the dense float64 model."""
+    original, model = llama(), swapped("grape_m")
+    ids, mask = left_padded()
+    with torch.no_grad():
+        want, got = (m(ids, attention_mask=mask).logits[mask.bool()] for m in (original, model))
+    assert (got - want).abs().max() <= 1e-4
+    reference = copy.deepcopy(model).double()
+    ids = batch()
+    loss, grads = loss_and_grads(model, ids)
+    with attention_is(dense_attention):
+        ref_loss, ref_grads = loss_and_grads(reference, ids)
+    assert abs(loss.item() - ref_loss.item()) < 1e-5 * ref_loss.item()
+    assert {n.rsplit(".", 1)[1] for n in grads} == {"log_freq"} and len(grads) == 2
+    for name, grad in grads.items():
+        ref = ref_grads[name]
+        assert ref.abs().max() > 0 and (grad.double() - ref).abs().max() <= 1e-4 * ref.abs().max(), name
