@@ -350,9 +350,6 @@ def _ring_runner(group):
     return run
 
 
-# The per-token arrays: the axis their tokens are on, the dimensions of one sequence's array.
-_PER_TOKEN = {"log_forget": (-1, 2), "grape_a": (-1, 2), "grape_ap": (-2, 3), "grape_m": (-1, 2)}
-
 
 def _batched(log_forget, grape_a, grape_ap, grape_m):
     """Whether the per-token arrays carry a batch axis (one sequence of values per batch element)."""
@@ -383,14 +380,29 @@ def _element(name, value, b):
     return (value[0], value[1][b])  # grape_m
 
 
-def _packed(q, k, v, encoding, options, cu_seqlens, *per_token):
-    """A packed batch's shards, one ring per sequence."""
-    if any(a is not None for a in per_token):
-        raise _grape.GrapeError("grape: cu_seqlens: the per-token arrays (log_forget, grape_a, grape_ap, grape_m) are "
-                                "not taken with packed sequences yet: give a batch axis instead")
+def _segment(name, value, a, n):
+    """Tokens a .. a + n of a per-token argument given along the packed batch's token axis."""
+    if value is None:
+        return None
+    if name == "log_forget":
+        return value[..., a:a + n]
+    if name == "grape_a":
+        return (value[0],) + tuple(g[..., a:a + n] for g in value[1:])
+    if name == "grape_ap":
+        projections, eps = value if isinstance(value, (tuple, list)) else (value, 1e-6)
+        return (projections[..., a:a + n, :], eps)
+    return (value[0], value[1][..., a:a + n])  # grape_m
+
+
+def _packed(q, k, v, encoding, options, cu_seqlens, arrays):
+    """A packed batch's shards, one ring per sequence; the per-token arrays are this rank's shard of
+    the packed batch along their token axis (each sequence's two chunks in turn, as shard() gives)."""
     if _torch.as_tensor(q).dim() != 3:
         raise _grape.GrapeError("grape: q: with cu_seqlens distributed.attention takes packed [tokens, heads, d] "
                                 "shards (got shape %s)" % list(q.shape))
+    if _batched(*arrays.values()):
+        raise _grape.GrapeError("grape: cu_seqlens: the per-token arrays of a packed batch have no batch axis: give "
+                                "them along the packed tokens, this rank's shard (shard(x, dim, cu_seqlens=...))")
     segments = _local_segments(cu_seqlens, _rank_world(options["group"])[1])
     total = sum(n for _, n in segments)
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -398,7 +410,8 @@ def _packed(q, k, v, encoding, options, cu_seqlens, *per_token):
             raise _grape.GrapeError("grape: %s: this rank's shard of the packed batch holds %d tokens, cu_seqlens' "
                                     "total over the group's size (got %d)" % (name, total, x.shape[0]))
     parts = [attention(q[a:a + n].unsqueeze(0), k[a:a + n].unsqueeze(0), v[a:a + n].unsqueeze(0), encoding,
-                       **options)[0] for a, n in segments if n > 0]
+                       **options, **{name: _segment(name, x, a, n) for name, x in arrays.items()})[0]
+             for a, n in segments if n > 0]
     return _torch.cat(parts, 0) if parts else _torch.empty_like(q)
 
 
@@ -411,12 +424,14 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     values per batch element); the rest as grape.torch.attention takes it, the same on every rank.
     A packed batch: cu_seqlens the whole batch's cumulative lengths (each a multiple of 2W, the
     same on every rank) and q, k, v [tokens, heads, d] from shard(x, 0, cu_seqlens=cu_seqlens);
-    each sequence runs its own ring (per-token arrays are not taken with packed sequences yet).
+    each sequence runs its own ring, the per-token arrays given along the packed tokens (this rank's
+    shard, without a batch axis).
     Returns this rank's output rows [batch, 2c, heads, d]; differentiable (the module docstring says
     which gradients are whole and which are this rank's share)."""
     options = dict(slopes=slopes, inv_freq=inv_freq, t5_table=t5_table, causal=causal, scale=scale, group=group)
     if cu_seqlens is not None:
-        return _packed(q, k, v, encoding, options, cu_seqlens, log_forget, grape_a, grape_ap, grape_m)
+        return _packed(q, k, v, encoding, options, cu_seqlens,
+                       dict(log_forget=log_forget, grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m))
     if _torch.as_tensor(q).dim() != 4:
         raise _grape.GrapeError("grape: q: distributed.attention takes [batch, seq, heads, d] shards (got shape %s)"
                                 % list(q.shape))

@@ -150,6 +150,31 @@ def _docs_example_error():
     return (namespace["whole"] - want).abs().max().item()
 
 
+def _packed_fox_errors(kv_heads):
+    """A packed batch of two sequences (8 and 24 tokens) with FoX's gates along the packed tokens:
+    this rank's rows and the gradients of q, k, v and the gates against one single-process call per
+    sequence (each with its own gates)."""
+    import grape.distributed as gd
+    cu = torch.tensor([0, 8, 32])
+    g = torch.Generator().manual_seed(17)
+    q, w = torch.randn(32, H, D, generator=g), torch.randn(32, H, D, generator=g)
+    k, v = torch.randn(32, kv_heads, D, generator=g), torch.randn(32, kv_heads, D, generator=g)
+    gates = torch.nn.functional.logsigmoid(torch.randn(H, 32, generator=g, dtype=torch.float64) + 2)
+    qf, kf, vf, gf = (x.clone().requires_grad_() for x in (q, k, v, gates))
+    ref = torch.cat([gt.attention(qf[a:b][None], kf[a:b][None], vf[a:b][None], log_forget=gf[:, a:b], causal=True)[0]
+                     for a, b in ((0, 8), (8, 32))])
+    (ref * w).sum().backward()
+    qs, ks, vs = (gd.shard(x, 0, cu_seqlens=cu).clone().requires_grad_() for x in (q, k, v))
+    gs = gd.shard(gates, -1, cu_seqlens=cu).clone().requires_grad_()
+    out = gd.attention(qs, ks, vs, log_forget=gs, cu_seqlens=cu, causal=True)
+    (out * gd.shard(w, 0, cu_seqlens=cu)).sum().backward()
+    errors = {"out": (out - gd.shard(ref, 0, cu_seqlens=cu)).abs().max().item(),
+              "dgates": (gs.grad - gd.shard(gf.grad, -1, cu_seqlens=cu)).abs().max().item()}
+    for label, got, want in (("dq", qs.grad, qf.grad), ("dk", ks.grad, kf.grad), ("dv", vs.grad, vf.grad)):
+        errors[label] = (got - gd.shard(want, 0, cu_seqlens=cu)).abs().max().item()
+    return errors
+
+
 def _exclusive_cumsum_errors():
     """gd.exclusive_cumsum of each rank's shard against the whole sequence's exclusive sum, and the
     gradient of the shard (L = sum(sum * w) over every rank) against the whole one's."""
@@ -174,7 +199,7 @@ def _refusals():
         "seq_len": lambda: gd.attention(torch.randn(1, 3, H, D), torch.randn(1, 3, H, D), torch.randn(1, 3, H, D)),
         "layout": lambda: gd.attention(torch.randn(6, H, D), torch.randn(6, H, D), torch.randn(6, H, D)),
         "lift": lambda: gd.attention(q, q, q, grape.encoding("grape_a", heads=H, head_dim=D)),
-        "packed_arrays": lambda: gd.attention(q[0], q[0], q[0], log_forget=torch.zeros(H, 6), cu_seqlens=[0, 12]),
+        "packed_arrays": lambda: gd.attention(q[0], q[0], q[0], log_forget=torch.zeros(1, H, 6), cu_seqlens=[0, 12]),
         "packed_tokens": lambda: gd.attention(q[0], q[0], q[0], cu_seqlens=[0, 8, 16]),
     }
     lines = []
@@ -201,6 +226,7 @@ def _worker(rank, world, port, results, kv_heads):
         lines += ["refused_" + line for line in _refusals()]
         lines.append("packed " + " ".join("%s=%.3e" % e for e in _packed_errors(kv_heads).items()))
         lines.append("docs_example err=%.3e" % _docs_example_error())
+        lines.append("packed_fox " + " ".join("%s=%.3e" % e for e in _packed_fox_errors(kv_heads).items()))
         lines.append("exclusive_cumsum " + " ".join("%s=%.3e" % e for e in _exclusive_cumsum_errors().items()))
         with open(os.path.join(results, "rank%d" % rank), "w") as f:
             f.write("\n".join(lines))
@@ -243,7 +269,7 @@ def test_every_rank_matches_the_single_process_call(reports, case):
     ("seq_len", "grape:_q:_a_rank's_shard_holds_two_chunks_of_equal_length_(shard()):_its_token_count_must_be_even_(got_3)"),
     ("layout", "grape:_q:_distributed.attention_takes_[batch,_seq,_heads,_d]_shards"),
     ("lift", "grape:_keys:_a_lift_(GRAPE-A)"),
-    ("packed_arrays", "grape:_cu_seqlens:_the_per-token_arrays"),
+    ("packed_arrays", "grape:_cu_seqlens:_the_per-token_arrays_of_a_packed_batch_have_no_batch_axis"),
     ("packed_tokens", "grape:_q:_this_rank's_shard_of_the_packed_batch_holds_"),
 ])
 def test_what_a_shard_cannot_take_is_refused_in_one_line(reports, name, message):
@@ -271,3 +297,11 @@ def test_the_docs_example_runs_and_gives_the_whole_attention(reports):
     world, out = reports
     for line in out["docs_example"]:
         assert float(line.split("=")[1]) <= 2e-6, line
+
+
+def test_a_packed_batch_takes_per_token_arrays_along_its_tokens(reports):
+    world, out = reports
+    for line in out["packed_fox"]:
+        errors = dict(item.split("=") for item in line.split())
+        assert set(errors) == {"out", "dgates", "dq", "dk", "dv"}, line
+        assert all(float(e) <= 2e-5 for e in errors.values()), line
