@@ -535,7 +535,7 @@ def _set_mpt_attention(model, implementation):
 # ---- Swapping the position encoding: NoPE, ALiBi, FoX, gated GRAPE-A ----
 
 _SWAP_FAMILIES = ("llama", "mistral", "qwen2")
-ENCODINGS = ("none", "alibi", "fox", "grape_a", "grape_a_qk", "grape_m")
+ENCODINGS = ("none", "alibi", "fox", "grape_a", "grape_a_qk", "grape_m", "grape_m_contextual")
 _ALIASES = {"nope": "none"}
 
 
@@ -672,6 +672,41 @@ class LearnedFrequencies(SwappedEncoding):
         return None, None, None, {"encoding": rope, "inv_freq": inv_freq}
 
 
+class ContextualPhases(SwappedEncoding):
+    """The GRAPE paper's contextual GRAPE-M: ω_t = sigmoid(x_t·w + b)/16 from the layer's input x (one
+    sequence shared by the heads), Φ_t = Σ_{τ<t} ω_τ over the row's real tokens, plane j turned by
+    Φ_t·θ_j with θ = exp(log_freq) from the model's own RoPE table. As for FoX, the increments of
+    tokens already in the KV cache are kept per cache object (the cache holds K and V, not x)."""
+    kind = "grape_m_contextual"
+    rate_divisor = 16.0  # the authors' sigmoid(·)/16
+
+    def __init__(self, heads, head_dim, hidden_size, inv_freq):
+        super().__init__(heads, head_dim, hidden_size)
+        self.proj = _torch.nn.Linear(hidden_size, 1)
+        self.log_freq = _torch.nn.Parameter(inv_freq.detach().double().log())
+        self._history = (None, None)  # weak reference to the KV cache, its tokens' increments (detached)
+
+    def token_values(self, module, query, key):
+        hidden, cache = getattr(module, "_grape_call", (None, None))
+        if hidden is None:
+            raise _grape.GrapeError("grape: swap_encoding: grape_m_contextual: the layer input is unknown (the "
+                                    "attention module was called other than through its forward)")
+        new = (_torch.sigmoid(self.proj(hidden.to(self.proj.weight.dtype))) / self.rate_divisor).transpose(1, 2)
+        past = key.shape[2] - query.shape[2]
+        ref, stored = self._history
+        if past:
+            if stored is None or ref is None or ref() is not cache or stored.shape[2] != past:
+                raise _grape.GrapeError("grape: swap_encoding: grape_m_contextual: the phase increments of the %d "
+                                        "cached tokens are unknown (a cache this layer did not fill)" % past)
+            new = _torch.cat([stored, new], dim=2)
+        if cache is not None:
+            try:
+                self._history = (_weakref.ref(cache), new.detach())
+            except TypeError:
+                self._history = (None, None)
+        return "grape_m", new, None, {"freqs": self.log_freq.exp()}
+
+
 class PythonBiasEncoding(SwappedEncoding):
     """A score bias written in Python (grape.python_bias) in place of RoPE: its fn sees each row's real
     tokens at their positions 0..n-1, through grape's tiled Python attention; its params, when they
@@ -706,7 +741,7 @@ def _attention_modules(model):
 
 def swap_encoding(model, encoding):
     """Replace a Llama-family model's RoPE by `encoding` ("none", "alibi", "fox", "grape_a",
-    "grape_a_qk" or "grape_m"; or a grape.python_bias, or a function of the layer index giving one), run inside
+    "grape_a_qk", "grape_m" or "grape_m_contextual"; or a grape.python_bias, or a function of the layer index giving one), run inside
     grape's fused attention (a Python bias: its tiled Python attention, row by row): the rotary module turns nothing, every attention
     module gets a `grape_encoding` submodule with the new parameters, and attention becomes "grape".
     Returns the model."""
@@ -737,9 +772,10 @@ def swap_encoding(model, encoding):
                 raise _grape.GrapeError("grape: swap_encoding: encoding(%d) must give a grape.python_bias (got %s)"
                                         % (module.layer_idx, type(bias).__name__))
             swapped = PythonBiasEncoding(bias)
-        elif name == "grape_m":
-            swapped = LearnedFrequencies(config.num_attention_heads, module.head_dim, config.hidden_size,
-                                         owner.rotary_emb.original.inv_freq)
+        elif name in ("grape_m", "grape_m_contextual"):
+            kind = LearnedFrequencies if name == "grape_m" else ContextualPhases
+            swapped = kind(config.num_attention_heads, module.head_dim, config.hidden_size,
+                           owner.rotary_emb.original.inv_freq)
         else:
             swapped = _SWAP_CLASSES[name](config.num_attention_heads, module.head_dim, config.hidden_size)
         module.grape_encoding = swapped.to(param.device)
@@ -792,8 +828,18 @@ def _swapped_attention(module, swapped, query, key, value, attention_mask, scale
             gates += (laid_out(query_values, q_rows, q_cols, q_at),)
         encoding = {"grape_a": (encoding["omega"],) + gates}
     q, k, v = (x.transpose(1, 2) for x in (query, key, value))  # [batch, seq, heads, d] views
+    q, k, v = q[q_rows, q_cols], k[k_rows, k_cols], v[k_rows, k_cols]
+    if name == "grape_m":
+        # Φ: the exclusive running sum of the increments over each row's real tokens, which sit at
+        # b·Tk + 0..n−1 with zeros after them, so a running sum along each row's block is the row's own.
+        # Q and K are turned here: with keys on tokens of their own the kernel takes no phase rotation.
+        rates = laid_out(key_values, k_rows, k_cols, k_at).to(_torch.float64).reshape(batch, k_len)
+        phases = (rates.cumsum(-1) - rates).reshape(-1)
+        freqs = encoding.pop("freqs")
+        q = _grape_torch.grape_m_rotate_qk(q, q, freqs, phases[q_at])[0]
+        k = _grape_torch.grape_m_rotate_qk(k, k, freqs, phases[k_at])[1]
     packed = _grape_torch.attention(
-        q[q_rows, q_cols], k[k_rows, k_cols], v[k_rows, k_cols], causal=True, scale=scale, cu_seqlens=cu_seqlens,
+        q, k, v, causal=True, scale=scale, cu_seqlens=cu_seqlens,
         key_cu_seqlens=key_cu_seqlens, positions=q_at, key_positions=k_at, **encoding)
     return packed.new_zeros(batch, q_len, heads, dim).index_put((q_rows, q_cols), packed)
 

@@ -160,7 +160,7 @@ def test_fox_logits_match_dense_float64():
     assert (logits.double() - ref_logits).abs().max() <= 1e-4 * ref_logits.abs().max()
 
 
-@pytest.mark.parametrize("encoding", ["grape_a", "grape_a_qk", "fox", "alibi", "grape_m"])
+@pytest.mark.parametrize("encoding", ["grape_a", "grape_a_qk", "fox", "alibi", "grape_m", "grape_m_contextual"])
 def test_generate_steps_match_full_forwards(encoding):
     """Each decode step (keys from the cache, GRAPE-A's key gates recomputed from the cached keys, FoX's
     kept per cache) gives the logits of a full forward over the tokens so far; with a left-padded row too."""
@@ -177,7 +177,7 @@ def test_generate_steps_match_full_forwards(encoding):
             assert (step_logits - full).abs().max() <= 1e-4, step
 
 
-@pytest.mark.parametrize("encoding", ["grape_a_qk", "fox"])
+@pytest.mark.parametrize("encoding", ["grape_a_qk", "fox", "grape_m_contextual"])
 def test_left_padding_changes_nothing(encoding):
     """A left-padded row's logits are those of its tokens run alone (pads hold no gates and no distance)."""
     model = swapped(encoding).eval()
@@ -261,6 +261,50 @@ def test_learnable_frequencies_start_as_the_models_rope_and_train_with_the_dense
         ref_loss, ref_grads = loss_and_grads(reference, ids)
     assert abs(loss.item() - ref_loss.item()) < 1e-5 * ref_loss.item()
     assert {n.rsplit(".", 1)[1] for n in grads} == {"log_freq"} and len(grads) == 2
+    for name, grad in grads.items():
+        ref = ref_grads[name]
+        assert ref.abs().max() > 0 and (grad.double() - ref).abs().max() <= 1e-4 * ref.abs().max(), name
+
+
+def test_contextual_grape_m_matches_dense_float64_logits_and_gradients():
+    """Contextual GRAPE-M: Φ_t = Σ_{τ<t} sigmoid(x_τ·w + b)/16 from the layer's input x (captured by a
+    hook), Q and K turned by Φ_t·θ in float64; the logits and the gradients of w, b and log θ."""
+    model = swapped("grape_m_contextual")
+    reference = copy.deepcopy(model).double()
+    inputs = {}
+    for layer in reference.model.layers:
+        layer.input_layernorm.register_forward_hook(
+            lambda m, args, out, attn=layer.self_attn: inputs.__setitem__(attn, out))
+
+    def contextual_dense(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+        enc = module.grape_encoding
+        rate = torch.sigmoid(enc.proj(inputs[module])) / 16  # [b, T, 1]
+        phase = (rate.cumsum(1) - rate)[:, None, :, :]  # [b, 1, T, 1]: exclusive running sum
+        angle = phase * enc.log_freq.exp()  # [b, 1, T, D/2]
+        cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([angle.sin()] * 2, -1)
+
+        def turned(x):
+            half = x.shape[-1] // 2
+            return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+        heads, t = query.shape[1], query.shape[2]
+        query, key = turned(query), turned(key)
+        key, value = (x.repeat_interleave(heads // x.shape[1], dim=1) for x in (key, value))
+        scores = query @ key.transpose(-1, -2) * scaling
+        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+        return (scores.softmax(-1) @ value).transpose(1, 2), None
+
+    ids = batch()
+    loss, grads = loss_and_grads(model, ids)
+    with attention_is(contextual_dense):
+        ref_loss, ref_grads = loss_and_grads(reference, ids)
+        with torch.no_grad():
+            ref_logits = reference(ids).logits
+    with torch.no_grad():
+        logits = model(ids).logits
+    assert (logits.double() - ref_logits).abs().max() <= 1e-4 * ref_logits.abs().max()
+    assert abs(loss.item() - ref_loss.item()) < 1e-5 * ref_loss.item()
+    assert {n.rsplit(".", 1)[1] for n in grads} == {"log_freq", "weight", "bias"} and len(grads) == 6
     for name, grad in grads.items():
         ref = ref_grads[name]
         assert ref.abs().max() > 0 and (grad.double() - ref).abs().max() <= 1e-4 * ref.abs().max(), name
