@@ -17,17 +17,6 @@ REFERENCES = ["eager"] + (["sdpa"] if hasattr(torch.nn.functional, "scaled_dot_p
 NEW_TOKENS = 20
 
 
-def _allow_generate_without_fsdp():
-    """generate() asks whether the model is FSDP-managed by importing torch.distributed.fsdp, which
-    Debian's torch 1.13 cannot import under Python 3.11; no model here is, so answer for it there."""
-    try:
-        import torch.distributed.fsdp  # noqa: F401
-    except Exception:
-        import transformers.generation.utils as generation
-        generation.is_fsdp_managed_module = lambda module: False
-
-
-_allow_generate_without_fsdp()
 
 
 def llama(**kw):

@@ -13,7 +13,7 @@ transformers = pytest.importorskip("transformers")
 import grape  # noqa: E402
 import grape.hf  # noqa: E402
 
-from test_hf_attention import left_padded, llama  # noqa: E402  (also lets generate() run on Debian's torch 1.13)
+from test_hf_attention import left_padded, llama  # noqa: E402
 
 
 def swapped(encoding):
