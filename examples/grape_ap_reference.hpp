@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "grape/check/causal_bias_laws.hpp"
-#include "grape/check/paper_reference.hpp"
+#include "grape/check/gated_path_reference.hpp"
 #include "grape/encodings/grape_ap.hpp"
 
 /// grape's path-integral data and term, with the reference's phase: ℓ, the key's absolute index.
@@ -48,7 +48,7 @@ struct grape_ap_reference
   static instance make(const params& p) {
     return {{grape::grape_ap_relative::make(p).bias}, p.head_dim};
   }
-  /// The reference formula term by term (grape/check/paper_reference.hpp), row side unrotated.
+  /// The reference formula term by term (grape/check/gated_path_reference.hpp), row side unrotated.
   static double reference_bias(const params& p, int h, std::int64_t m, std::int64_t n) {
     const std::int64_t length = static_cast<std::int64_t>(p.projections.size()) / (p.heads * p.p_dim);
     return grape::reference::grape_ap_bias(p.projections, length, p.p_dim, p.norm_eps,

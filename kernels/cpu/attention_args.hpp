@@ -1,6 +1,6 @@
 #pragma once
 // The arguments of the fused attention (cpu::attention, cpu/attention.hpp; cuda::attention,
-// cuda/attention_instance.hpp) and what it asks of an encoding instance: light enough for nvcc.
+// cuda/attention_cuda.hpp) and what it asks of an encoding instance: light enough for nvcc.
 #include <array>
 #include <cstdint>
 #include <type_traits>

@@ -4,13 +4,13 @@
 //   cpu::bias_tile_of(alibi::make(p), tile);        cpu::bias_tile_of(t5_buckets::make(p), tile);
 //   cpu::bias_tile_of(fox::make(p), tile);           // causal: keys after the query get −∞
 //   cpu::bias_tile_of(rope_alibi::make(p), tile);   // a composed encoding: its bias part
-//   cpu::bias_tile_of(grape_ap_relative::make(p), tile);  // the paper's biases: encode_bias_paper.hpp
+//   cpu::bias_tile_of(grape_ap_relative::make(p), tile);  // gated GRAPE-A, GRAPE-AP: encode_bias_gated_path.hpp
 // (its rotation part goes through cpu::rotate_qk(instance, args)). Tiles are float32; the
 // instance's float64 slopes and tables are rounded once.
 #include <algorithm>
 #include <vector>
 
-#include "cpu/encode_bias_paper.hpp"
+#include "cpu/encode_bias_gated_path.hpp"
 #include "cpu/score_bias.hpp"
 #include "grape/encodings/alibi.hpp"
 #include "grape/encodings/fox.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 // The bodies of gated GRAPE-A's bias gradient, dL/d(ω, gates) from dL/d(bias tile) G [heads, T, T],
-// shared by the CPU call (cpu/gated_linear_grad.hpp) and the CUDA one (cuda/paper_bias_cuda.hpp):
+// shared by the CPU call (cpu/gated_linear_grad.hpp) and the CUDA one (cuda/gated_path_bias_cuda.hpp):
 //   b_h(m, n) = −(m − n)·ω_h·(g_k[h, n] + g_q[h, m])  for n <= m (g_q: 0 when key-gated),
 // so with w(m, n) = −(m − n)·G[h, m, n] over the causal logits,
 //   dL/dg_k[h, t] = ω_h·Σ_{m>t} w(m, t),  dL/dg_q[h, t] = ω_h·Σ_{n<t} w(t, n),

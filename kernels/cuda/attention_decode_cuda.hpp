@@ -24,7 +24,7 @@
 #include <variant>
 
 #include "cpu/attention_decode.hpp"
-#include "cuda/attention_instance.hpp"
+#include "cuda/attention_cuda.hpp"
 #include "cuda/decode_launch.hpp"
 
 namespace grape::cuda {

@@ -38,7 +38,7 @@ class device_view {
   View view_;
 };
 
-/// A rotate_qk instance on the device: cuda::rotate_qk(encoding, args, ...) (encode_qk.cuh).
+/// A rotate_qk instance on the device: cuda::rotate_qk(encoding, args, ...) (encode_qk_cuda.cuh).
 /// Rotation planes with one axis per plane (kernel_traits) also get the rotary_spec kernel's
 /// tables, and that chunked kernel takes their calls.
 template <class R, layout_kind QLayout, layout_kind KLayout>

@@ -4,7 +4,7 @@
 // gradient's zeroed partials, the tile plan for the device's shared memory, the positions' range
 // check of a bias that reads per-token arrays, and the dispatch on the storage type to the
 // per-dtype launches (flash_*.cu, or GRAPE_FLASH_SCORE_VIEW's). Host code: flash_host.cpp and
-// cuda::attention (attention_instance.hpp) both run it.
+// cuda::attention (attention_cuda.hpp) both run it.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 

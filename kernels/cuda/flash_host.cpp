@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "cuda/attention_cuda.hpp"
+#include "cuda/flash_attention_cuda.hpp"
 #include "cuda/flash_dispatch.hpp"
 #include "cuda/flash_launch.hpp"
 

@@ -12,7 +12,7 @@
 #include "cuda/path_scores.hpp"
 #include "grape/config.hpp"
 #include "grape/math/bias.hpp"
-#include "grape/math/paper_bias.hpp"
+#include "grape/math/gated_path_bias.hpp"
 
 namespace grape::cuda {
 

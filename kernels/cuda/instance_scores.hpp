@@ -7,7 +7,7 @@
 // The built-in biases are converted once to the functor's arrays (ALiBi's slopes as float, T5's
 // table by distance, FoX's prefix sums, the gates, GRAPE-AP's projections); `place` puts each array where the kernel reads
 // it and returns the pointer: host_placement for the emulation, device memory for a launch
-// (cuda::device_attention, attention_instance.hpp). A bias of your own opts in to the device with
+// (cuda::device_attention, attention_cuda.hpp). A bias of your own opts in to the device with
 // `score_view() const`: a ScoreView (below), device-safe like a representation's view.
 // Host code (C++20); the views' operator() is what runs on the device.
 #include <concepts>

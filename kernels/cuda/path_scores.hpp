@@ -23,7 +23,7 @@
 #include "cuda/block_program.hpp"
 #include "cuda/path_integral_grad_thread.hpp"
 #include "grape/config.hpp"
-#include "grape/math/paper_bias.hpp"
+#include "grape/math/gated_path_bias.hpp"
 
 namespace grape::cuda {
 

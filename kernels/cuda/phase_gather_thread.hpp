@@ -1,5 +1,5 @@
 #pragma once
-// Contextual GRAPE-M's phases in cuda::attention (attention_instance.hpp): the per-item bodies of
+// Contextual GRAPE-M's phases in cuda::attention (attention_cuda.hpp): the per-item bodies of
 // the two small kernels around its rotation, host-and-device code (tests/cuda_emulation runs them
 // on the host):
 //   gather:  Φ_call[row, t] = Φ[row, position(t)]; a position outside [0, length) sets *error

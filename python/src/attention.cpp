@@ -24,10 +24,10 @@
 #include "arrays.hpp"
 #include "attention_kernels.hpp"
 #include "builtin_encoding.hpp"
+#include "content_encodings.hpp"
+#include "cpu/matmul_path.hpp"
 #include "encodings.hpp"
 #include "fused.hpp"
-#include "paper_bias.hpp"
-#include "cpu/matmul_path.hpp"
 #include "grape/detail/error.hpp"
 #include "qk_args.hpp"
 

@@ -11,9 +11,9 @@
 
 #include "arrays.hpp"
 #include "bias_tile_array.hpp"
-#include "paper_bias.hpp"
+#include "content_encodings.hpp"
 #include "cpu/embedding.hpp"
-#include "cpu/encode_bias_paper.hpp"
+#include "cpu/encode_bias_gated_path.hpp"
 #include "cpu/gated_linear_grad.hpp"
 #include "cpu/path_integral_grad.hpp"
 #include "cpu/score_bias.hpp"

@@ -13,11 +13,11 @@
 #include <string>
 
 #include "arrays.hpp"
+#include "content_encodings.hpp"
 #include "cpu/grape_m.hpp"
 #include "encodings.hpp"
-#include "grape/encodings/grape_m_contextual.hpp"
-#include "paper_bias.hpp"
 #include "grape/detail/error.hpp"
+#include "grape/encodings/grape_m_contextual.hpp"
 #include "qk_args.hpp"
 
 namespace grape::python {

@@ -1,7 +1,7 @@
 // The element-level math must compile as CUDA device code unchanged (design: kernels reuse it).
 // Built with nvcc by tests/cuda/CMakeLists.txt whenever nvcc is present; nothing runs on a GPU.
 #include "grape/math/bias.hpp"
-#include "grape/math/paper_bias.hpp"
+#include "grape/math/gated_path_bias.hpp"
 #include "grape/math/phase.hpp"
 #include "grape/math/rank2.hpp"
 #include "grape/math/rotate.hpp"

@@ -1,4 +1,4 @@
-// cuda::attention(device_attention(instance), args) on the host: the steps attention_instance.hpp takes —
+// cuda::attention(device_attention(instance), args) on the host: the steps attention_cuda.hpp takes —
 // the rotation into scratch with the inputs' strides (the device rotation is the CPU kernel's, by
 // encode_qk_emulation_test), the bias positions (position_source, the device kernel's body), the
 // flash operands of the CPU call (attention_operands), the instance's score functor
@@ -17,13 +17,13 @@
 
 #include "../kernel_laws/random_call.hpp"
 #include "cpu/attention_backward.hpp"
-#include "cuda/instance_attention.hpp"
+#include "cuda/attention_host_steps.hpp"
 #include "cuda/instance_scores.hpp"
 #include "cuda/phase_gather_thread.hpp"
 #include "flash_case.hpp"
-#include "grape/check/device_emulation.hpp"
 #include "grape/builtins.hpp"
 #include "grape/check/attention_call.hpp"
+#include "grape/check/device_emulation.hpp"
 #include "hour_of_day_rope.hpp"
 #include "instance_steps.hpp"
 #include "log_distance.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cpu/attention_backward.hpp"
-#include "cuda/instance_attention.hpp"
+#include "cuda/attention_host_steps.hpp"
 #include "cuda/phase_gather_thread.hpp"
 #include "grape/detail/random.hpp"
 #include "grape/view/kernel_traits.hpp"

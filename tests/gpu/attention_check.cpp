@@ -1,5 +1,5 @@
 // The GPU check's attention part (tests/gpu/run.sh), compiled by g++ against the CUDA runtime: the
-// CUDA flash attention (kernels/cuda/attention_cuda.hpp) against cpu::attention on the same random
+// CUDA flash attention (kernels/cuda/flash_attention_cuda.hpp) against cpu::attention on the same random
 // inputs (bf16, f16, f32; causal and not; GQA 32:8; no bias and ALiBi), and its backward against
 // cpu::attention_backward, timed as FLOP/s over the device's dense 16-bit tensor-core peak
 // (GRAPE_GPU_PEAK_TFLOPS, default 989: H100/H200 SXM).
@@ -14,7 +14,7 @@
 
 #include "cpu/attention.hpp"
 #include "cpu/attention_backward.hpp"
-#include "cuda/attention_cuda.hpp"
+#include "cuda/flash_attention_cuda.hpp"
 #include "gpu_check.hpp"
 #include "grape/builtins.hpp"
 

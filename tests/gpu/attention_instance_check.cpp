@@ -1,5 +1,5 @@
 // The GPU check's part for cuda::attention(device_attention(instance), args)
-// (kernels/cuda/attention_instance.hpp) against cpu::attention(instance, args) on the same random
+// (kernels/cuda/attention_cuda.hpp) against cpu::attention(instance, args) on the same random
 // call: built-in rotations and biases (RoPE, RoPE + ALiBi, FoX with per-sequence offsets) and the
 // tutorial's own encodings (a score view, a representation's view), contextual GRAPE-M (phases per
 // head), GRAPE-AP (its walking path sums), f32 and bf16, padded batches; the backward too, with the
@@ -14,7 +14,7 @@
 
 #include "cpu/attention.hpp"
 #include "cpu/attention_backward.hpp"
-#include "cuda/attention_instance.hpp"
+#include "cuda/attention_cuda.hpp"
 #include "gpu_check.hpp"
 #include "grape/builtins.hpp"
 #include "grape/view/kernel_traits.hpp"

@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   rows.push_back(run_case<__nv_bfloat16>("bf16 interleaved q+k 32x128", grape::cpu::dtype::bf16, layout_kind::interleaved, tokens, 32, 128, iterations));
   rows.push_back(run_case<__half>("f16 half_split q+k 32x128", grape::cpu::dtype::f16, layout_kind::half_split, tokens, 32, 128, iterations));
   rows.push_back(run_case<float>("f32 half_split q+k 32x128", grape::cpu::dtype::f32, layout_kind::half_split, tokens, 32, 128, iterations));
-  for (const row& r : grape_gpu::paper_rows(tokens, iterations)) rows.push_back(r);
+  for (const row& r : grape_gpu::content_encoding_rows(tokens, iterations)) rows.push_back(r);
   for (const row& r : grape_gpu::attention_rows(iterations)) rows.push_back(r);
   for (const row& r : grape_gpu::attention_instance_rows()) rows.push_back(r);
   for (const row& r : grape_gpu::decode_rows(iterations)) rows.push_back(r);

@@ -1,7 +1,7 @@
 #pragma once
-// Shared by the GPU check's parts (gpu_check.cu: rotate_qk; paper_check.cpp, compiled by g++:
-// GRAPE-M and the paper's bias tiles; attention_check.cpp: the flash attention): the error check,
-// a result row, device copies and the timing helper.
+// Shared by the GPU check's parts (gpu_check.cu: rotate_qk; content_encodings_check.cpp, compiled
+// by g++: contextual GRAPE-M and the gated and path-integral bias tiles; attention_check.cpp: the
+// flash attention): the error check, a result row, device copies and the timing helper.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -74,8 +74,8 @@ std::vector<T> download(const T* device, std::size_t count) {
   return host;
 }
 
-/// GRAPE-M's contextual rotation and the gated and path-integral bias tiles (paper_check.cpp).
-std::vector<row> paper_rows(std::int64_t tokens, int iterations);
+/// GRAPE-M's contextual rotation and the gated and path-integral bias tiles (content_encodings_check.cpp).
+std::vector<row> content_encoding_rows(std::int64_t tokens, int iterations);
 
 /// The flash attention against cpu::attention; its two number columns are TFLOP/s and the peak
 /// (attention_check.cpp).

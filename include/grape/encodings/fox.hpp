@@ -17,7 +17,7 @@
 #include "grape/encoding.hpp"
 #include "grape/group/translation.hpp"
 #include "grape/inject/score_bias.hpp"
-#include "grape/math/paper_bias.hpp"
+#include "grape/math/gated_path_bias.hpp"
 
 namespace grape {
 

@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "grape/check/causal_bias_laws.hpp"
-#include "grape/check/paper_reference.hpp"
+#include "grape/check/gated_path_reference.hpp"
 #include "grape/detail/random.hpp"
 #include "grape/detail/validate.hpp"
 #include "grape/encoding.hpp"
 #include "grape/encodings/alibi.hpp"
 #include "grape/group/translation.hpp"
 #include "grape/inject/score_bias.hpp"
-#include "grape/math/paper_bias.hpp"
+#include "grape/math/gated_path_bias.hpp"
 
 namespace grape {
 

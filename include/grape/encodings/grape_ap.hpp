@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "grape/check/causal_bias_laws.hpp"
-#include "grape/check/paper_reference.hpp"
+#include "grape/check/gated_path_reference.hpp"
 #include "grape/detail/random.hpp"
 #include "grape/detail/validate.hpp"
 #include "grape/encoding.hpp"
@@ -25,8 +25,8 @@
 #include "grape/group/translation.hpp"
 #include "grape/inject/offset_tile.hpp"
 #include "grape/inject/score_bias.hpp"
+#include "grape/math/gated_path_bias.hpp"
 #include "grape/math/log_sigmoid_packets.hpp"
-#include "grape/math/paper_bias.hpp"
 
 namespace grape {
 

@@ -1,4 +1,4 @@
-// Fused attention kernels: the GRAPE paper's gated bias (grape_a_key_gated, grape_a_qk_gated).
+// Fused attention kernels: gated GRAPE-A's linear bias (grape_a_key_gated, grape_a_qk_gated).
 #include "attention_kernels.tpp"
 
 namespace grape::python {

@@ -1,6 +1,7 @@
 #pragma once
-// The GRAPE paper's encodings from arrays, shared by their tiles and rotations (bias.cpp,
-// grape_m.cpp) and the fused attention (attention.cpp).
+// The content-dependent encodings from arrays (gated GRAPE-A's and GRAPE-AP's biases, contextual
+// GRAPE-M's rotation), shared by their tiles and rotations (bias.cpp, grape_m.cpp) and the fused
+// attention (attention.cpp).
 #include <optional>
 
 #include "arrays.hpp"

@@ -19,7 +19,7 @@
 #include "cpu/lift_qk_plan.hpp"
 #include "cuda/device_arrays.hpp"
 #include "cuda/device_view.hpp"
-#include "cuda/encode_qk.cuh"
+#include "cuda/encode_qk_cuda.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/lift_qk_thread.hpp"
 #include "cuda/rotate_qk_request.hpp"
@@ -68,7 +68,7 @@ void launch_lift(const cpu::detail::lift_plan& lp, const View* views, int per_th
                  int* error_flag, cudaStream_t stream) {
   const std::int64_t units = lp.plan.q.heads + (lp.backward ? lp.plan.k.heads : lp.plan.q.heads);
   if (lp.plan.total_tokens == 0 || units == 0) return;
-  const int block = view_block_size(view_shared_layout{0, per_thread}, units);  // encode_qk.cuh's rule
+  const int block = view_block_size(view_shared_layout{0, per_thread}, units);  // encode_qk_cuda.cuh's rule
   const lift_token_thread<T, View> f{lp, views, per_thread, max_position, error_flag};
   launch_two_phase(f, lp.plan.total_tokens, block, static_cast<std::size_t>(block) * per_thread * sizeof(float), stream,
                    "lift_qk");

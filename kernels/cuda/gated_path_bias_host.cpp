@@ -1,10 +1,10 @@
-// Host side of the CUDA paper-bias tiles (compiled by the host compiler): the arrays uploaded, the
+// Host side of the CUDA gated and path-integral bias tiles (compiled by the host compiler): the arrays uploaded, the
 // tile checked as the CPU checks it, the row bodies over device pointers.
 #include <cmath>
 
-#include "cpu/encode_bias_paper.hpp"
-#include "cuda/paper_bias_cuda.hpp"
-#include "cuda/paper_bias_launch.hpp"
+#include "cpu/encode_bias_gated_path.hpp"
+#include "cuda/gated_path_bias_cuda.hpp"
+#include "cuda/gated_path_bias_launch.hpp"
 
 namespace grape::cuda {
 namespace {

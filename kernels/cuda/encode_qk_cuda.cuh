@@ -91,7 +91,7 @@ void rotate_qk_backward(const device_encoding<R, Q, K>& enc, const cpu::rotate_q
 
 /// The instance rotation's kernels for representation R with layout L on Q and K, forward and
 /// backward: one line in a .cu file (C++20) for a representation cuda::attention's host code
-/// (attention_instance.hpp) rotates through its view.
+/// (attention_cuda.hpp) rotates through its view.
 #define GRAPE_CUDA_ENCODE_QK(R, L)                                                                          \
   namespace grape::cuda {                                                                                   \
   template void rotate_qk(const device_encoding<R, layout_kind::L, layout_kind::L>&, const cpu::rotate_qk_args&, \

@@ -56,7 +56,7 @@ grape_a_qk_gated::params qk_params() {
   return {heads, 8, normals(1, heads), normals(2, heads * length), normals(3, heads * length)};
 }
 
-TEST(paper_bias_tile, qk_gated_is_the_closed_form) {
+TEST(gated_path_bias_tile, qk_gated_is_the_closed_form) {
   const auto p = qk_params();
   const auto want = [&](int h, std::int64_t i, std::int64_t j) {
     const double rate = softplus(p.key_gate_logits[h * length + j]) + softplus(p.query_gate_logits[h * length + i]);
@@ -68,14 +68,14 @@ TEST(paper_bias_tile, qk_gated_is_the_closed_form) {
   expect_tile(inst, heads, 0, 5, 20, 6, want);    // every key after every query: all masked
 }
 
-TEST(paper_bias_tile, key_gated_has_no_query_gate_and_unit_omega_by_default) {
+TEST(gated_path_bias_tile, key_gated_has_no_query_gate_and_unit_omega_by_default) {
   const grape_a_key_gated::params p{heads, 8, {}, normals(4, heads * length)};
   expect_tile(grape_a_key_gated::make(p), heads, 5, 9, 2, 11, [&](int h, std::int64_t i, std::int64_t j) {
     return -static_cast<double>(i - j) * slope(h, heads) * softplus(p.key_gate_logits[h * length + j]);
   });
 }
 
-TEST(paper_bias_tile, grape_ap_relative_is_the_path_sum) {
+TEST(gated_path_bias_tile, grape_ap_relative_is_the_path_sum) {
   constexpr int P = 4;
   const grape_ap_relative::params p{heads, 8, P, 1e-6, normals(5, heads * length * P)};
   const auto at = [&](int h, std::int64_t t) { return p.projections.data() + (h * length + t) * P; };
@@ -116,7 +116,7 @@ void expect_rejected(const Instance& inst, const std::function<void(cpu::bias_ti
   EXPECT_EQ(out, std::vector<float>(heads * 4 * 4, 7.0f));
 }
 
-TEST(paper_bias_tile, bad_arguments_name_the_field) {
+TEST(gated_path_bias_tile, bad_arguments_name_the_field) {
   const auto gated = grape_a_qk_gated::make(qk_params());
   const auto ap = grape_ap_relative::make({heads, 8, 2, 1e-6, normals(6, heads * length * 2)});
   const auto each = [&](const std::function<void(cpu::bias_tile&)>& mutate, const std::string& names) {

@@ -1,10 +1,9 @@
 #pragma once
-// The launches of the paper's bias tiles, their gradients, and contextual GRAPE-M's phase gather and scatter
-// (paper_bias.cu), called by the host side with bodies over device arrays.
+// The launches of gated GRAPE-A's and GRAPE-AP's bias tiles and of their gradients
+// (gated_path_bias.cu), called by the host side with bodies over device arrays.
 #include "cpu/gated_linear_grad_items.hpp"
-#include "cpu/paper_bias_rows.hpp"
+#include "cpu/gated_path_bias_rows.hpp"
 #include "cuda/path_integral_grad_thread.hpp"
-#include "cuda/phase_gather_thread.hpp"
 
 using cudaStream_t = struct CUstream_st*;
 
@@ -16,10 +15,5 @@ void launch_bias_rows(const cpu::detail::path_integral_rows& rows, cudaStream_t 
 void launch_path_integral_grad(const path_integral_grad_call& call, cudaStream_t stream);
 /// Both passes of gated GRAPE-A's gradient (tokens, then heads).
 void launch_gated_linear_grad(const cpu::gated_linear_grad_call& call, cudaStream_t stream);
-/// The call's phases from the table, their sequences' origins; the table's gradient (table_grads
-/// zeroed first) from the call's.
-void launch_phase_gather(const phase_gather& gather, cudaStream_t stream);
-void launch_phase_origin(const phase_origin& origin, cudaStream_t stream);
-void launch_phase_scatter(const phase_scatter& scatter, cudaStream_t stream);
 
 }  // namespace grape::cuda::detail

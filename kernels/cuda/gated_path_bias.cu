@@ -1,15 +1,14 @@
-// The GRAPE paper's bias tiles on the device over the CPU's row bodies (cpu/paper_bias_rows.hpp):
+// Gated GRAPE-A's and GRAPE-AP's bias tiles on the device over the CPU's row bodies (cpu/gated_path_bias_rows.hpp):
 // one thread per element (gated) or per (head, query) row (path integral), grid-stride; and
 // GRAPE-AP's gradient (path_integral_grad_thread.hpp), a pass over rows then one over tokens;
-// gated GRAPE-A's (cpu/gated_linear_grad_items.hpp: the CPU's bodies), tokens then heads;
-// contextual GRAPE-M's phase gather and scatter for cuda::attention (phase_gather_thread.hpp).
+// gated GRAPE-A's (cpu/gated_linear_grad_items.hpp: the CPU's bodies), tokens then heads.
 #include <cuda_runtime.h>
 
-#include "cpu/paper_bias_rows.hpp"
+#include "cpu/gated_path_bias_rows.hpp"
 #include "cuda/bias_tile_thread.hpp"
 #include "cuda/errors.hpp"
+#include "cuda/gated_path_bias_launch.hpp"
 #include "cuda/launch.cuh"
-#include "cuda/paper_bias_launch.hpp"
 
 namespace grape::cuda::detail {
 namespace {
@@ -41,20 +40,6 @@ void launch_gated_linear_grad(const cpu::gated_linear_grad_call& call, cudaStrea
          "the gated gradient's tokens");
   // After every token: the same stream.
   launch(cpu::gated_linear_grad_heads{call}, call.heads, stream, "the gated gradient's heads");
-}
-
-void launch_phase_gather(const phase_gather& gather, cudaStream_t stream) {
-  launch(gather, gather.c.items(), stream, "the phase gather");
-}
-
-void launch_phase_origin(const phase_origin& origin, cudaStream_t stream) {
-  launch(origin, origin.c.items(), stream, "the phase origins");
-}
-
-void launch_phase_scatter(const phase_scatter& scatter, cudaStream_t stream) {
-  const std::size_t bytes = static_cast<std::size_t>(scatter.c.rows * scatter.c.length) * sizeof(double);
-  check_cuda(cudaMemsetAsync(scatter.table_grads, 0, bytes, stream), "cudaMemsetAsync");
-  launch(scatter, scatter.c.items(), stream, "the phase scatter");
 }
 
 void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t stream) { launch_tile(rows, stream); }

@@ -1,7 +1,7 @@
 #pragma once
-// The rows of the GRAPE paper's bias tiles, as plain structs over plain arrays: one item is one
-// (head, query) row of k_len keys. Device-safe: the CPU tiles (encode_bias_paper.hpp) run them
-// over their rows with OpenMP, the CUDA tiles (kernels/cuda/paper_bias.cu) one element (gated) or
+// The rows of the gated linear and path-integral bias tiles, as plain structs over plain arrays: one item is one
+// (head, query) row of k_len keys. Device-safe: the CPU tiles (encode_bias_gated_path.hpp) run them
+// over their rows with OpenMP, the CUDA tiles (kernels/cuda/gated_path_bias.cu) one element (gated) or
 // one row (path integral) per thread.
 // Positions are token indices into the sequence the arrays describe; keys after the query get −∞.
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "cpu/tile_shape.hpp"
 #include "grape/config.hpp"
-#include "grape/math/paper_bias.hpp"
+#include "grape/math/gated_path_bias.hpp"
 
 namespace grape::cpu::detail {
 

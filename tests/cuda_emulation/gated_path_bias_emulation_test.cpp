@@ -1,4 +1,4 @@
-// CPU emulation of the CUDA bias tiles of the GRAPE paper's biases (kernels/cuda/paper_bias.cu):
+// CPU emulation of the CUDA gated and path-integral bias tiles (kernels/cuda/gated_path_bias.cu):
 // the row bodies run here over the grid the device gets — one thread per element of a gated tile,
 // per (head, query) row of a path-integral one, grid-stride when the items outnumber the grid — on
 // the arrays of random instances, for tiles
@@ -71,22 +71,22 @@ void emulation_matches(std::uint64_t seed, bool device_grid) {
       }
 }
 
-RC_GTEST_PROP(PaperBiasCudaEmulation, KeyGatedOnTheDeviceGrid, ()) {
+RC_GTEST_PROP(GatedPathBiasCudaEmulation, KeyGatedOnTheDeviceGrid, ()) {
   emulation_matches<grape_a_key_gated>(*rc::gen::arbitrary<std::uint64_t>(), true);
 }
-RC_GTEST_PROP(PaperBiasCudaEmulation, QueryKeyGatedOnAStridedGrid, ()) {
+RC_GTEST_PROP(GatedPathBiasCudaEmulation, QueryKeyGatedOnAStridedGrid, ()) {
   emulation_matches<grape_a_qk_gated>(*rc::gen::arbitrary<std::uint64_t>(), false);
 }
-RC_GTEST_PROP(PaperBiasCudaEmulation, PathIntegralOnTheDeviceGrid, ()) {
+RC_GTEST_PROP(GatedPathBiasCudaEmulation, PathIntegralOnTheDeviceGrid, ()) {
   emulation_matches<grape_ap_relative>(*rc::gen::arbitrary<std::uint64_t>(), true);
 }
-RC_GTEST_PROP(PaperBiasCudaEmulation, PathIntegralOnAStridedGrid, ()) {
+RC_GTEST_PROP(GatedPathBiasCudaEmulation, PathIntegralOnAStridedGrid, ()) {
   emulation_matches<grape_ap_relative>(*rc::gen::arbitrary<std::uint64_t>(), false);
 }
 
 /// GRAPE-AP's gradient (path_integral_grad_thread.hpp): both passes over a strided grid of items
 /// against cpu::path_integral_grad on the same random tile gradient, in float64.
-RC_GTEST_PROP(PaperBiasCudaEmulation, PathIntegralGradientMatchesTheCpu, ()) {
+RC_GTEST_PROP(GatedPathBiasCudaEmulation, PathIntegralGradientMatchesTheCpu, ()) {
   const int heads = *rc::gen::inRange(1, 4), p_dim = *rc::gen::element(2, 4, 8);
   const std::int64_t length = *rc::gen::inRange<std::int64_t>(1, 60);
   std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
@@ -114,7 +114,7 @@ RC_GTEST_PROP(PaperBiasCudaEmulation, PathIntegralGradientMatchesTheCpu, ()) {
 
 /// Gated GRAPE-A's gradient: the launch's two passes (tokens, then heads) over strided grids of
 /// items against cpu::gated_linear_grad, bit for bit (the same bodies, each item's sums in one order).
-RC_GTEST_PROP(PaperBiasCudaEmulation, GatedGradientMatchesTheCpu, ()) {
+RC_GTEST_PROP(GatedPathBiasCudaEmulation, GatedGradientMatchesTheCpu, ()) {
   const bool query_gated = *rc::gen::arbitrary<bool>();
   const int heads = *rc::gen::inRange(1, 5);
   std::mt19937_64 rng(*rc::gen::arbitrary<std::uint64_t>());
@@ -137,7 +137,7 @@ RC_GTEST_PROP(PaperBiasCudaEmulation, GatedGradientMatchesTheCpu, ()) {
   for (std::size_t i = 0; i < want.size(); ++i) RC_ASSERT(got[i] == want[i]);
 }
 
-TEST(PaperBiasCudaEmulation, TheGridCoversEveryItemWithinTheLaunchLimit) {
+TEST(GatedPathBiasCudaEmulation, TheGridCoversEveryItemWithinTheLaunchLimit) {
   EXPECT_EQ(cuda::bias_tile_grid(1), 1);
   EXPECT_EQ(cuda::bias_tile_grid(cuda::bias_tile_block), 1);
   EXPECT_EQ(cuda::bias_tile_grid(cuda::bias_tile_block + 1), 2);

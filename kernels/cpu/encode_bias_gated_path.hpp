@@ -1,5 +1,6 @@
 #pragma once
-// Bias tiles of the GRAPE paper's content-dependent biases (included from encode_bias.hpp):
+// Bias tiles of gated GRAPE-A's linear bias and GRAPE-AP's path-integral bias (included from
+// encode_bias.hpp):
 //   cpu::bias_tile_of(grape_a_key_gated::make(p), tile);  cpu::bias_tile_of(grape_ap_relative::make(p), tile);
 // Positions are token indices into the instance's sequence, so both ranges must lie in
 // [0, length). Each element is computed in float64 from the instance's data and rounded once;
@@ -7,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "cpu/gated_path_bias_rows.hpp"
 #include "cpu/launch.hpp"
-#include "cpu/paper_bias_rows.hpp"
 #include "cpu/score_bias.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/encodings/grape_a_gated.hpp"
@@ -39,7 +40,7 @@ inline void require_tile_in_sequence(const bias_tile& tile, int heads, std::int6
     throw input_error("tile.k_start + tile.k_len must be <= the sequence length (" + std::to_string(length) + ")");
 }
 
-/// The tile's shape for the row bodies (paper_bias_rows.hpp).
+/// The tile's shape for the row bodies (gated_path_bias_rows.hpp).
 inline tile_shape shape_of(const bias_tile& t) { return {t.out, t.heads, t.q_start, t.q_len, t.k_start, t.k_len}; }
 
 /// The rows of a tile over the bias's arrays (host memory here; the CUDA tiles pass device copies).

@@ -34,7 +34,7 @@ double bias_of(const auto& inst, int h, std::int64_t m, std::int64_t n) {
   return inst.bias.bias(h, std::array<std::int64_t, 1>{m}, std::array<std::int64_t, 1>{n});
 }
 
-TEST(PaperEncodings, GatedGrapeAMatchesPinnedValues) {
+TEST(GatedPathEncodings, GatedGrapeAMatchesPinnedValues) {
   const auto key = grape_a_key_gated::make({3, 8, omega_logits, key_logits});
   const auto qk = grape_a_qk_gated::make({3, 8, omega_logits, key_logits, query_logits});
   for (const pin& p : {pin{0, 3, 0, -0.15603895874069262, -0.20206766660321218},
@@ -48,7 +48,7 @@ TEST(PaperEncodings, GatedGrapeAMatchesPinnedValues) {
   EXPECT_EQ(bias_of(qk, 1, 1, 2), -INFINITY);
 }
 
-TEST(PaperEncodings, GrapeApMatchesPinnedValues) {
+TEST(GatedPathEncodings, GrapeApMatchesPinnedValues) {
   const grape_ap_relative::params p{2, 8, 4, 1e-6, projections};
   const auto relative = grape_ap_relative::make(p);
   const auto reference = grape_ap_reference::make(p);
@@ -80,7 +80,7 @@ double gated_formula(const std::vector<double>& w, const std::vector<double>& zk
   return -static_cast<double>(m - n) * softplus(w[h]) * slope * rate;
 }
 
-TEST(PaperEncodings, GatedGrapeAMatchesTheFormulaForEveryPairAndHeadCount) {
+TEST(GatedPathEncodings, GatedGrapeAMatchesTheFormulaForEveryPairAndHeadCount) {
   std::mt19937_64 rng(13);
   for (int heads : {1, 3, 6, 12}) {
     const std::int64_t length = 40;
@@ -124,7 +124,7 @@ double ap_formula(const std::vector<double>& p, std::int64_t length, int P, int 
   return sum;
 }
 
-TEST(PaperEncodings, GrapeApMatchesTheFormulaForEveryPair) {
+TEST(GatedPathEncodings, GrapeApMatchesTheFormulaForEveryPair) {
   std::mt19937_64 rng(17);
   for (int P : {2, 8}) {
     const int heads = 3;
@@ -149,7 +149,7 @@ bool holds(const check_report& r, std::string_view law) {
   return row && row->status == law_status::holds;
 }
 
-TEST(PaperEncodings, CheckerVerdictsOnTheGatedBiases) {
+TEST(GatedPathEncodings, CheckerVerdictsOnTheGatedBiases) {
   for (const auto& r : {check<grape_a_key_gated>(check_options{}), check<grape_a_qk_gated>(check_options{})}) {
     EXPECT_TRUE(r.passed()) << r.table();
     for (std::string_view law : {"content_shift_invariance", "reference_agreement", "causal_mask", "nonpositive_bias"})
@@ -171,7 +171,7 @@ struct key_gated_claiming_monotone : detail::gated_grape_a {
   static instance make(const params& p) { return grape_a_key_gated::make(p); }
 };
 
-TEST(PaperEncodings, AGatedBiasIsNotMonotoneAlongThePath) {
+TEST(GatedPathEncodings, AGatedBiasIsNotMonotoneAlongThePath) {
   const auto r = check<key_gated_claiming_monotone>(check_options{});
   const auto* row = r.find(std::string_view("monotone_path"));
   ASSERT_NE(row, nullptr);
@@ -179,7 +179,7 @@ TEST(PaperEncodings, AGatedBiasIsNotMonotoneAlongThePath) {
   EXPECT_TRUE(row->example.has_value());
 }
 
-TEST(PaperEncodings, TheAuthorsGrapeApIsNotRelativeAndGrapesVariantIs) {
+TEST(GatedPathEncodings, TheAuthorsGrapeApIsNotRelativeAndGrapesVariantIs) {
   const auto reference = check<grape_ap_reference>(check_options{});
   const auto* shift = reference.find(law::content_shift_invariance);
   ASSERT_NE(shift, nullptr);
@@ -210,7 +210,7 @@ std::string error_of(auto&& f) {
   return "(no error)";
 }
 
-TEST(PaperEncodings, BadParametersNameTheField) {
+TEST(GatedPathEncodings, BadParametersNameTheField) {
   EXPECT_EQ(error_of([] { grape_a_key_gated::make({2, 8, {}, {1.0, 2.0, 3.0}}); }),
             "grape: key_gate_logits: must hold heads x length values (got 3)");
   EXPECT_EQ(error_of([] { grape_a_qk_gated::make({1, 8, {}, {1.0, 2.0}, {1.0}}); }),

@@ -1,4 +1,4 @@
-// The GRAPE paper's content-dependent biases (gated GRAPE-A, GRAPE-AP) enter cpu::attention as
+// Gated GRAPE-A's and GRAPE-AP's content-dependent biases enter cpu::attention as
 // every score bias does (GRAPE-AP through whole-tile suffix sums, add_tile): the output matches
 // softmax of q·k/√d + b in float64 over the causal keys.
 #include <gtest/gtest.h>
@@ -54,18 +54,18 @@ void expect_dense_softmax(const Instance& inst, std::uint64_t seed, std::int64_t
   EXPECT_LT(worst, 2e-5);
 }
 
-TEST(PaperBiasAttention, GatedGrapeAMatchesTheDenseSoftmax) {
+TEST(GatedPathBiasAttention, GatedGrapeAMatchesTheDenseSoftmax) {
   std::mt19937_64 rng(3);
   expect_dense_softmax(grape_a_qk_gated::make(grape_a_qk_gated::random_params(rng)), 5);
 }
 
-TEST(PaperBiasAttention, GrapeApMatchesTheDenseSoftmax) {
+TEST(GatedPathBiasAttention, GrapeApMatchesTheDenseSoftmax) {
   std::mt19937_64 rng(4);
   expect_dense_softmax(grape_ap_relative::make(grape_ap_relative::random_params(rng)), 6);
 }
 
 /// Past one 64-token tile: the whole-tile suffix sums (add_tile) below and on the diagonal.
-TEST(PaperBiasAttention, GrapeApOverManyTilesMatchesTheDenseSoftmax) {
+TEST(GatedPathBiasAttention, GrapeApOverManyTilesMatchesTheDenseSoftmax) {
   std::mt19937_64 rng(5);
   expect_dense_softmax(grape_ap_relative::make(grape_ap_relative::random_params(rng)), 7, 150);
 }

@@ -1,6 +1,7 @@
 #pragma once
-// The elements of the GRAPE paper's content-dependent biases, in float64. Device-safe: the CPU
-// tiles, the CUDA tiles and the types' own bias() share these functions.
+// The elements of gated GRAPE-A's linear bias and GRAPE-AP's path-integral bias (log σ, a path
+// term, a gated value), in float64. Device-safe: the CPU tiles, the CUDA tiles and the types' own
+// bias() share these functions.
 #include <cmath>
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 #pragma once
-// CUDA bias tiles of the GRAPE paper's content-dependent biases (the CPU tiles:
-// cpu/encode_bias_paper.hpp): gated GRAPE-A (key- or query+key-gated) and GRAPE-AP.
+// CUDA bias tiles of gated GRAPE-A (key- or query+key-gated) and of GRAPE-AP's path integral (the
+// CPU tiles: cpu/encode_bias_gated_path.hpp).
 //
 //   const grape::cuda::device_gated_bias bias(grape_a_key_gated::make(p));   // arrays uploaded once
 //   grape::cuda::bias_tile(bias, tile, stream);    // tile.out: device memory, [heads, q_len, k_len]

@@ -1,12 +1,12 @@
 #pragma once
-// The host half of cuda::attention(encoding, args) (attention_instance.hpp): what the CPU's
+// The host half of cuda::attention(encoding, args) (attention_cuda.hpp): what the CPU's
 // cpu::attention(instance, args) call becomes on the device, with no device memory read:
 //  - rotation_into: rotate_qk's arguments writing the rotated Q and K into scratch buffers that
 //    share the inputs' strides;
 //  - position_source: the bias's position of each token (ids on axis 0, offsets + index, or the
 //    index), as the CPU's positions_of gives them;
 //  - attention_operands: the flash call's operands from the CPU call's arguments.
-// Header-only; attention_instance.hpp launches, tests/cuda_emulation runs the same steps on the host.
+// Header-only; attention_cuda.hpp launches, tests/cuda_emulation runs the same steps on the host.
 #include <fmt/format.h>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Independent float64 references for the GRAPE paper's biases, transcribed from the authors'
+// Independent float64 references for gated GRAPE-A's and GRAPE-AP's biases, transcribed from the GRAPE authors'
 // formulas (shared reference grape-paper-code.md) term by term, sharing no code with the
 // encodings: the checker's reference_agreement law compares the two.
 #include <cmath>

@@ -1,6 +1,7 @@
-// The GPU check's GRAPE-paper part (tests/gpu/run.sh), compiled by g++ against the CUDA runtime:
-// GRAPE-M's per-head contextual rotation and the gated and path-integral bias tiles on the device,
-// each against the CPU kernel on the same random inputs, timed against a same-traffic pass.
+// The GPU check's part for the content-dependent encodings (tests/gpu/run.sh), compiled by g++
+// against the CUDA runtime: GRAPE-M's per-head contextual rotation and the gated and path-integral
+// bias tiles on the device, each against the CPU kernel on the same random inputs, timed against a
+// same-traffic pass.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -11,8 +12,8 @@
 #include "cpu/gated_linear_grad.hpp"
 #include "cpu/grape_m.hpp"
 #include "cpu/path_integral_grad.hpp"
+#include "cuda/gated_path_bias_cuda.hpp"
 #include "cuda/grape_m_cuda.hpp"
-#include "cuda/paper_bias_cuda.hpp"
 #include "gpu_check.hpp"
 
 namespace grape_gpu {
@@ -252,7 +253,7 @@ row run_gated_grad(const grape::bias_instance<grape::gated_linear_bias>& inst, i
 
 }  // namespace
 
-std::vector<row> paper_rows(std::int64_t tokens, int iterations) {
+std::vector<row> content_encoding_rows(std::int64_t tokens, int iterations) {
   std::vector<row> rows;
   for (const row& r : run_grape_m(tokens, iterations)) rows.push_back(r);
   std::mt19937_64 rng(44);
