@@ -590,6 +590,31 @@ class LearnedAlibi(SwappedEncoding):
         return None, None, None, {"slopes": self.slopes}
 
 
+def _values_with_cache(encoding, module, query, key, name, what, compute):
+    """Per-token values computed from the layer's input x, [batch, rows, Tk]: those of this call's
+    tokens from compute(x), preceded by those of the tokens already in the KV cache, which cannot be
+    recomputed (the cache holds K and V, not x) and are kept in encoding._history per cache object,
+    as the cache keeps K and V."""
+    hidden, cache = getattr(module, "_grape_call", (None, None))
+    if hidden is None:
+        raise _grape.GrapeError("grape: swap_encoding: %s: the layer input is unknown (the attention module was "
+                                "called other than through its forward)" % name)
+    new = compute(hidden)
+    past = key.shape[2] - query.shape[2]
+    ref, stored = encoding._history
+    if past:
+        if stored is None or ref is None or ref() is not cache or stored.shape[2] != past:
+            raise _grape.GrapeError("grape: swap_encoding: %s: the %s of the %d cached tokens are unknown (a cache "
+                                    "this layer did not fill)" % (name, what, past))
+        new = _torch.cat([stored, new], dim=2)
+    if cache is not None:
+        try:
+            encoding._history = (_weakref.ref(cache), new.detach())
+        except TypeError:
+            encoding._history = (None, None)
+    return new
+
+
 class ForgetGate(SwappedEncoding):
     """FoX: log_forget = logsigmoid(x·w_f + b_f) per head from the layer's input x, torch's default
     nn.Linear initialisation. The gates of tokens already in the KV cache cannot be recomputed (the
@@ -602,23 +627,8 @@ class ForgetGate(SwappedEncoding):
         self._history = (None, None)  # weak reference to the KV cache, its tokens' log gates (detached)
 
     def token_values(self, module, query, key):
-        hidden, cache = getattr(module, "_grape_call", (None, None))
-        if hidden is None:
-            raise _grape.GrapeError("grape: swap_encoding: fox: the layer input is unknown (the attention module "
-                                    "was called other than through its forward)")
-        new = _torch.nn.functional.logsigmoid(self.proj(hidden.to(self.proj.weight.dtype))).transpose(1, 2)
-        past = key.shape[2] - query.shape[2]
-        ref, stored = self._history
-        if past:
-            if stored is None or ref is None or ref() is not cache or stored.shape[2] != past:
-                raise _grape.GrapeError("grape: swap_encoding: fox: the forget gates of the %d cached tokens are unknown "
-                                        "(a cache this layer did not fill)" % past)
-            new = _torch.cat([stored, new], dim=2)
-        if cache is not None:
-            try:
-                self._history = (_weakref.ref(cache), new.detach())
-            except TypeError:
-                self._history = (None, None)
+        new = _values_with_cache(self, module, query, key, "fox", "forget gates", lambda hidden: (
+            _torch.nn.functional.logsigmoid(self.proj(hidden.to(self.proj.weight.dtype))).transpose(1, 2)))
         return "log_forget", new, None, {}
 
 
@@ -687,23 +697,8 @@ class ContextualPhases(SwappedEncoding):
         self._history = (None, None)  # weak reference to the KV cache, its tokens' increments (detached)
 
     def token_values(self, module, query, key):
-        hidden, cache = getattr(module, "_grape_call", (None, None))
-        if hidden is None:
-            raise _grape.GrapeError("grape: swap_encoding: grape_m_contextual: the layer input is unknown (the "
-                                    "attention module was called other than through its forward)")
-        new = (_torch.sigmoid(self.proj(hidden.to(self.proj.weight.dtype))) / self.rate_divisor).transpose(1, 2)
-        past = key.shape[2] - query.shape[2]
-        ref, stored = self._history
-        if past:
-            if stored is None or ref is None or ref() is not cache or stored.shape[2] != past:
-                raise _grape.GrapeError("grape: swap_encoding: grape_m_contextual: the phase increments of the %d "
-                                        "cached tokens are unknown (a cache this layer did not fill)" % past)
-            new = _torch.cat([stored, new], dim=2)
-        if cache is not None:
-            try:
-                self._history = (_weakref.ref(cache), new.detach())
-            except TypeError:
-                self._history = (None, None)
+        new = _values_with_cache(self, module, query, key, "grape_m_contextual", "phase increments", lambda hidden: (
+            _torch.sigmoid(self.proj(hidden.to(self.proj.weight.dtype))) / self.rate_divisor).transpose(1, 2))
         return "grape_m", new, None, {"freqs": self.log_freq.exp()}
 
 
