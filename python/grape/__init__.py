@@ -12,6 +12,8 @@ The C++ library's checker and CPU kernels, on NumPy arrays and PyTorch tensors (
                                                    # grape.torch.attention(q, k, v, encoding=bias)
     rot = grape.python_rotation(angle, head_dim=64)  # a rotation written in Python: rot.apply(x),
                                                    # grape.check(rot), attention(..., encoding=rot)
+    mine = grape.load_encoding("my_rope.hpp", "my_rope")  # a C++ encoding type of your own: mine.check(),
+                                                   # attention(..., mine.make(head_dim=64)), ...
 
 Bad input raises grape.GrapeError (a ValueError) with one line naming the argument.
 `grape.torch` has autograd wrappers (gradients for q, k and the frequencies).
@@ -29,6 +31,7 @@ from ._attention import attention, attention_backward, attention_decode, cpu_mat
 from ._grape_m import grape_m_param_grads, grape_m_rotate_qk, grape_m_rotate_qk_backward
 from ._python_encodings import PythonBias, python_bias
 from ._python_rotations import PythonRotation, python_rotation
+from ._load import LoadedEncoding, load_encoding
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
@@ -37,7 +40,7 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding",
            "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads", "grape_ap_bias",
            "grape_ap_bias_grad", "lift_qk", "lift_qk_backward", "set_matmul_path", "matmul_path", "cpu_matmul_units",
-           "python_bias", "PythonBias", "python_rotation", "PythonRotation"]
+           "python_bias", "PythonBias", "python_rotation", "PythonRotation", "load_encoding", "LoadedEncoding"]
 
 
 def encoding(name, **params):

@@ -125,6 +125,13 @@ def check(name, trials=100, seed=1, max_position=None):
         from ._check_python import check_python
         return check_python(name, trials=trials, seed=seed, max_position=max_position)
     from ._grape import BuiltinEncoding
+    from ._load import LoadedEncoding, loaded
+    if isinstance(name, LoadedEncoding):  # grape.load_encoding(...): its own checker, random parameters
+        return name.check(trials=trials, seed=seed, max_position=max_position)
+    if isinstance(name, BuiltinEncoding) and loaded(name.name) is not None:  # ... at these parameters
+        params = name.params  # a dict by name, or the values in order (a list: `list` is grape.list here)
+        return loaded(name.name).check(*(() if isinstance(params, dict) else params), trials=trials, seed=seed,
+                                       max_position=max_position, **(params if isinstance(params, dict) else {}))
     if isinstance(name, BuiltinEncoding):  # grape.encoding(name, **params): the C++ laws at its parameters
         return _report(_run(["check", name.name, "--params", json.dumps(name.params), "--json", "--trials",
                              str(int(trials)), "--seed", str(int(seed))]

@@ -63,8 +63,9 @@ class BuiltinSpec:
 
     def encoding(self):
         """The grape.BuiltinEncoding these values describe."""
+        from grape._load import encoding_named
         value = _json.loads(self.json)
-        return _grape.encoding(value["name"], **value["params"])
+        return encoding_named(value["name"], value["params"])
 
 
 def _sections_text(sections):
@@ -93,8 +94,9 @@ def _module_arguments(kind, params, spec):
 
     if kind == "none":
         return None, {}
-    if kind == "builtin":
-        return BuiltinSpec(spec.builtin).encoding(), {}
+    if kind == "builtin":  # with one tensor: its score bias's parameters (bias_params)
+        encoding = BuiltinSpec(spec.builtin).encoding()
+        return (encoding.with_bias_params(_float64(params[0]).tolist()) if params else encoding), {}
     if kind == "rotary":
         return rotary(), {}
     if kind == "alibi":

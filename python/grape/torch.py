@@ -559,7 +559,7 @@ def _encoding_tensors(name, value):
 
 
 def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=None, log_forget=None, grape_a=None,
-              grape_ap=None, grape_m=None, causal=True, window=0, scale=None, positions=None, offsets=None,
+              grape_ap=None, grape_m=None, bias_params=None, causal=True, window=0, scale=None, positions=None, offsets=None,
               cu_seqlens=None, key_positions=None, key_offsets=None, key_cu_seqlens=None, layout="bthd"):
     """Differentiable grape.attention (the encoding inside the flash loop, the backward from the
     saved log-sum-exp: no T x T tensor in either direction). Gradients for q, k, v and for one
@@ -581,6 +581,9 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
       grape_m = (freqs [planes] or [heads, planes], phases [rows, length] or [batch, rows, seq])
                           contextual GRAPE-M (Q and K turned by phases[row, position] * freqs);
                           gradients for both (phases = cumsum(omega) from the caller's autograd).
+      bias_params [n]     the score bias's own parameters of `encoding`, a grape.encoding(...) or
+                          grape.load_encoding(...).make(...) object whose bias declares them
+                          (encoding.bias_params: ALiBi's slopes, a log-distance bias's);
     Otherwise `encoding` (as grape.attention takes it, a grape.encoding(...) object included) is
     fixed: gradients for q, k and v. A grape.python_bias(fn, params) as `encoding` runs a tiled loop
     written in torch instead of the C++ kernel (fn evaluated per 128 x 128 tile; gradients for q, k,
@@ -596,6 +599,9 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     On torch >= 2.4 this is the custom op grape::attention (and its backward); code compiled with
     torch.compile(fullgraph=True) passes plain(encoding), plain values it can trace.
     """
+    if bias_params is not None and not isinstance(encoding, (_grape.BuiltinEncoding, BuiltinSpec)):
+        raise _grape.GrapeError("grape: attention: bias_params: the score bias parameters of a grape.encoding(...) or "
+                                "grape.load_encoding(...).make(...) object; pass that object as encoding")
     if isinstance(encoding, _PythonBias):  # a bias written in Python: the tiled loop in torch (_python_attention)
         return _python_attention.attention(
             q, k, v, encoding, causal=causal, window=window, scale=scale, layout=layout, operands=_attention.operands,
@@ -614,7 +620,8 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
     q, k, v = _attention.operands(layout, _tensor(q, "q"), _tensor(k, "k"), _tensor(v, "v"), heads,
                                   any(x is not None for x in keys.values()))
     out = _attention_bthd(q, k, v, encoding, slopes=slopes, inv_freq=_learned_table(inv_freq), t5_table=t5_table,
-                          log_forget=log_forget, grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m, causal=causal,
+                          log_forget=log_forget, grape_a=grape_a, grape_ap=grape_ap, grape_m=grape_m,
+                          bias_params=bias_params, causal=causal,
                           window=window, scale=scale, positions=positions, offsets=offsets, cu_seqlens=cu_seqlens,
                           **keys)
     return _attention.relayout(out, layout)
@@ -622,14 +629,15 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
 
 def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget, grape_a, grape_ap, grape_m, causal,
                     window, scale, positions, offsets, cu_seqlens, key_positions=None, key_offsets=None,
-                    key_cu_seqlens=None, runner=None):
+                    key_cu_seqlens=None, runner=None, bias_params=None):
     """attention() with q, k, v as [batch, seq, heads, dim] (or [tokens, heads, dim]). runner(q, k, v,
     kind, params, spec, options) runs the call a kind resolves to (grape.distributed's ring; by default
     the fused attention op)."""
     given = [(n, p) for n, p in (("slopes", slopes), ("inv_freq", inv_freq), ("t5_table", t5_table),
-                                 ("log_forget", log_forget)) if p is not None]
+                                 ("log_forget", log_forget), ("bias_params", bias_params)) if p is not None]
     if len(given) > 1:
-        raise _grape.GrapeError("grape: attention: give at most one of slopes, inv_freq, t5_table, log_forget")
+        raise _grape.GrapeError("grape: attention: give at most one of slopes, inv_freq, t5_table, log_forget, "
+                                "bias_params")
     learned, param = given[0] if given else (None, None)
     options = dict(positions=_index_tensor(positions), offsets=_index_tensor(offsets),
                    cu_seqlens=_index_tensor(cu_seqlens), key_positions=_index_tensor(key_positions),
@@ -710,7 +718,15 @@ def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget
     if encoding is None:
         return call("none", [])
     if isinstance(encoding, (BuiltinSpec, _grape.BuiltinEncoding)):
-        return call("builtin", [], _kinds.Spec(builtin=BuiltinSpec.of(encoding).json))
+        if learned == "bias_params":
+            made = encoding if isinstance(encoding, _grape.BuiltinEncoding) else encoding.encoding()
+            count = len(made.bias_params)
+            if count == 0 or tuple(bias_params.shape) != (count,):
+                raise _grape.GrapeError(f"grape: attention: bias_params: must be [{count}] for this encoding's score "
+                                        f"bias (got {list(bias_params.shape)})" if count else
+                                        "grape: attention: bias_params: this encoding's score bias has no parameters")
+        return call("builtin", [bias_params] if learned == "bias_params" else [],
+                    _kinds.Spec(builtin=BuiltinSpec.of(encoding).json))
     if isinstance(encoding, T5Buckets):
         raise _grape.GrapeError("grape: encoding: these T5 buckets have no table (a config holds none): give "
                                 "t5_table, or build one with grape.t5(table, ...)")

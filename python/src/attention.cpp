@@ -33,6 +33,8 @@
 
 namespace grape::python {
 
+void set_loaded_matmul_paths(cpu::matmul_path path);  // user_encoding_loader.cpp
+
 namespace nb = nanobind;
 using namespace nb::literals;
 
@@ -352,6 +354,7 @@ void bind_attention(nb::module_& m) {
     else if (name == "f32") cpu::set_matmul_path(cpu::matmul_path::f32);
     else if (name == "avx512bf16") cpu::set_matmul_path(cpu::matmul_path::avx512_bf16);
     else throw input_error("matmul path must be auto, f32 or avx512bf16 (got \"" + name + "\")");
+    set_loaded_matmul_paths(cpu::requested_matmul_path());  // grape.load_encoding's libraries too
   });
   m.def("_matmul_path", [](const std::string& storage) {
     const cpu::dtype t = storage == "float32" ? cpu::dtype::f32
@@ -443,13 +446,17 @@ void bind_attention(nb::module_& m) {
           std::pair<std::optional<std::vector<double>>, std::optional<std::vector<double>>> params;
           const encoding_arrays arrays{log_forget, grape_a, grape_ap, grape_m};
           if (const builtin_encoding* b = builtin_of(encoding, arrays)) {
-            if (bias_grad || inv_freq_grad)
-              throw input_error(fmt::format("bias_grad, inv_freq_grad: for {} the backward gives dq, dk and dv; its "
-                                            "parameters' gradients come from grape.torch.rotate_qk and the bias tiles",
-                                            b->name));
-            if (no_tokens(a.qk)) return params;
-            nb::gil_scoped_release release;
-            b->attention_backward(a, g);
+            if (inv_freq_grad || (bias_grad && b->bias_parameters.empty()))
+              throw input_error(fmt::format("{}: for {} the backward gives dq, dk and dv{}",
+                                            inv_freq_grad ? "inv_freq_grad" : "bias_grad", b->name,
+                                            b->bias_parameters.empty() ? "" : " and its bias parameters' gradient"));
+            std::vector<double> bias(bias_grad ? b->bias_parameters.size() : 0);
+            g.grad_bias = bias_grad ? bias.data() : nullptr;
+            if (!no_tokens(a.qk)) {
+              nb::gil_scoped_release release;
+              b->attention_backward(a, g);
+            }
+            if (bias_grad) params.first = std::move(bias);
             return params;
           }
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));

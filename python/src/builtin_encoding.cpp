@@ -23,15 +23,10 @@
 #include <vector>
 
 #include "bias_tile_array.hpp"
-#include "attention_kernels.hpp"
 #include "builtin_encoding.hpp"
-#include "builtin_rotate.hpp"
-#include "cpu/encode_bias.hpp"
-#include "cpu/encode_embedding.hpp"
-#include "cpu/lift_qk.hpp"
 #include "grape/builtins.hpp"
-#include "grape/detail/describe.hpp"
 #include "grape/detail/error.hpp"
+#include "make_encoding_kernels.hpp"
 #include "grape/schedule/spec_check.hpp"
 #include "qk_args.hpp"
 
@@ -101,40 +96,7 @@ template <class E>
 builtin_encoding make_builtin(const nb::dict& given) {
   typename E::params p = E::default_params();
   read_params(p, given, std::string(E::name));
-  auto inst = std::make_shared<const typename E::instance>(E::make(p));
-  builtin_encoding b;
-  b.name = E::name;
-  b.summary = E::summary;
-  b.injection = E::injection::description;
-  b.described = detail::describe_params(p);
-  b.params = params_dict(p);
-  if constexpr (rotates_qk<typename E::instance>) {
-    const encoding_shape shape = shape_of(rotation_part(*inst));
-    b.head_dim = shape.head_dim;
-    b.num_axes = shape.num_axes;
-    b.rotate = [inst](const cpu::rotate_qk_args& a, bool backward) { rotate_builtin_qk(*inst, a, backward); };
-  }
-  if constexpr (requires(const cpu::bias_tile& t) { cpu::bias_tile_of(*inst, t); }) {
-    b.bias_heads = inst->heads();
-    b.bias_tile = [inst](const cpu::bias_tile& t) { cpu::bias_tile_of(*inst, t); };
-  }
-  if constexpr (requires(const cpu::rotate_qk_args& a, const cpu::lifted_tensor& t) { cpu::lift_qk(*inst, a, t, t); }) {
-    b.head_dim = inst->head_dim;
-    b.lift = [inst](const cpu::rotate_qk_args& a, const cpu::lifted_tensor& q, const cpu::lifted_tensor& k,
-                    bool backward) { backward ? cpu::lift_qk_backward(*inst, a, q, k) : cpu::lift_qk(*inst, a, q, k); };
-  }
-  if constexpr (requires(const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); })
-    b.add_embedding = [inst](const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); };
-  using I = typename E::instance;
-  if constexpr (cpu::attention_takes<I>) {
-    b.attention = [inst](const cpu::attention_args& a) { run_attention(*inst, a); };
-    b.attention_backward = [inst](const cpu::attention_args& a, const cpu::attention_grad_args& g) {
-      run_attention_backward(*inst, a, g);
-    };
-    if constexpr (!requires { inst->reps; })
-      b.attention_decode = [inst](const cpu::decode_args& a) { run_attention_decode(*inst, a); };
-  }
-  return b;
+  return builtin_encoding(make_encoding_kernels<E>(p), params_dict(p));
 }
 
 builtin_encoding make_named(const std::string& name, const nb::dict& given) {
@@ -208,6 +170,17 @@ void bind_builtin_encodings(nb::module_& m) {
           "x[t] += PE(positions[t]) in place (x float32 [tokens, dim], positions int64 [tokens]); returns x.")
       .def_prop_ro("lifts_qk", [](const builtin_encoding& e) { return static_cast<bool>(e.lift); },
                    "whether grape.lift_qk takes it (GRAPE-A: Q and K lifted to head_dim + 2 channels)")
+      .def_prop_ro("bias_params", [](const builtin_encoding& e) { return e.bias_parameters; },
+                   "the score bias's own parameters (BiasWithParameters: ALiBi's slopes, a log-distance bias's), "
+                   "whose gradient grape.torch.attention(bias_params=...) gives; empty if it has none")
+      .def(
+          "with_bias_params",
+          [](const builtin_encoding& e, const std::vector<double>& values) {
+            if (!e.with_bias_parameters)
+              throw input_error(fmt::format("bias_params: {} has no score bias with parameters to set", e.name));
+            return builtin_encoding(e.with_bias_parameters(values), e.params);
+          },
+          "values"_a, "The same encoding with its score bias's parameters set to these values.")
       .def("describe", &describe)
       .def("__repr__", &describe);
 

@@ -1,18 +1,9 @@
 // The instance kernels of the rotating built-ins, for grape.encoding(...) in rotate_qk. A built-in
 // that rotates Q and K and is missing here fails to link (builtin_encoding.cpp calls it).
-#include "builtin_rotate.hpp"
-
+#include "builtin_rotate.tpp"
 #include "grape/builtins.hpp"
 
 namespace grape::python {
-
-template <class Instance>
-void rotate_builtin_qk(const Instance& inst, const cpu::rotate_qk_args& args, bool backward) {
-  if (backward)
-    cpu::rotate_qk_backward(inst, args);
-  else
-    cpu::rotate_qk(inst, args);
-}
 
 #define GRAPE_ROTATE_BUILTIN(E) \
   template void rotate_builtin_qk<E::instance>(const E::instance&, const cpu::rotate_qk_args&, bool);

@@ -14,6 +14,7 @@ void bind_builtin_encodings(nanobind::module_& m);
 void bind_grape_m(nanobind::module_& m);
 void bind_param_grads(nanobind::module_& m);
 void bind_matmul_rate(nanobind::module_& m);
+void bind_user_encodings(nanobind::module_& m);
 }  // namespace grape::python
 
 NB_MODULE(_grape, m) {
@@ -32,4 +33,5 @@ NB_MODULE(_grape, m) {
   grape::python::bind_grape_m(m);
   grape::python::bind_param_grads(m);
   grape::python::bind_matmul_rate(m);
+  grape::python::bind_user_encodings(m);
 }

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "cli/command_registry.hpp"
-#include "cli/params_json.hpp"
+#include "grape/detail/params_json.hpp"
 #include "grape/check/builtin_checks.hpp"
 #include "grape/check/report_json.hpp"
 
@@ -34,7 +34,7 @@ grape::check_report check_with_params(const std::string& name, const std::string
     using E = typename decltype(t)::type;
     if (E::name != name) return;
     typename E::params p = E::default_params();
-    grape::cli::read_json_params(p, given, fmt::format("--params: {}", name));
+    grape::detail::read_json_params(p, given, fmt::format("--params: {}", name));
     report = grape::check<E>(std::optional<typename E::params>(p), options);
   });
   if (!report) throw grape::input_error(fmt::format("encoding: unknown name '{}' (grape list names them)", name));

@@ -82,9 +82,10 @@ def test_decode_matches_the_fused_attention_at_the_last_token(name):
 
 def test_what_a_built_in_cannot_do_is_one_clear_error():
     enc, q, k, v, positions = case("mrope", seed=1)
-    with pytest.raises(grape.GrapeError, match="^grape: bias_grad, inv_freq_grad: for mrope the backward gives dq, dk"):
-        out, lse = grape.attention(q, k, v, enc, positions=positions, return_lse=True)
-        grape.attention_backward(out, q, k, v, out, lse, enc, positions=positions, inv_freq_grad=True)
+    out, lse = grape.attention(q, k, v, enc, positions=positions, return_lse=True)
+    for flag in ("inv_freq_grad", "bias_grad"):  # mrope's frequencies train through grape.torch.rotate_qk
+        with pytest.raises(grape.GrapeError, match=f"^grape: {flag}: for mrope the backward gives dq, dk and dv$"):
+            grape.attention_backward(out, q, k, v, out, lse, enc, positions=positions, **{flag: True})
     with pytest.raises(grape.GrapeError, match="^grape: encoding: sinusoidal enters as 'add to the input embedding'"):
         grape.attention(q, k, v, grape.encoding("sinusoidal"))
     with pytest.raises(grape.GrapeError, match="^grape: encoding, log_forget, grape_a, grape_ap, grape_m: give one$"):

@@ -15,7 +15,8 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
                        "generator grads torch.Size([16]) torch.Size([]) torch.Size([16, 16])",
                        "log_distance: passed", "python-bias grads torch.Size([4]) torch.Size([2, 300, 4, 32]) "
                        "torch.Size([2, 300, 2, 32])", "learned_rope: passed",
-                       "python-rotation grads torch.Size([16]) torch.Size([2, 300, 4, 32])", "quadratic: m=(1) n=(0)"]),
+                       "python-rotation grads torch.Size([16]) torch.Size([2, 300, 4, 32])", "quadratic: m=(1) n=(0)",
+                       "quaternion_rope: passed", "loaded-bias grads torch.Size([4]) torch.Size([2, 300, 4, 64])"]),
     ("README.md", ["True"]),
 ])
 def test_the_python_examples_run(doc, printed, capsys, monkeypatch):

@@ -1,6 +1,7 @@
 #pragma once
 // Parameters as text, through Hana's reflection of BOOST_HANA_DEFINE_STRUCT: "head_dim=128
-// base=10000 ...". Lists print their length (a 48-value factor list is not a report line).
+// base=10000 ..."; a plain aggregate that it does not name, its values in order: "8 10000 7".
+// Lists print their length (a 48-value factor list is not a report line).
 #include <boost/hana/accessors.hpp>
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/concept/struct.hpp>
@@ -8,6 +9,8 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "grape/detail/aggregate_members.hpp"
 
 namespace grape::detail {
 
@@ -33,8 +36,12 @@ std::string describe_value(const T& v) {
 
 template <class P>
 std::string describe_params(const P& p) {
-  if constexpr (!boost::hana::Struct<P>::value) {
+  if constexpr (!boost::hana::Struct<P>::value && !members_readable<P>) {
     return "(not reflected)";
+  } else if constexpr (!boost::hana::Struct<P>::value) {  // a plain aggregate: its values in order
+    std::string out;
+    for_each_member(p, [&](const auto& member) { out += (out.empty() ? "" : " ") + describe_value(member); });
+    return out;
   } else {
     std::string out;
     boost::hana::for_each(boost::hana::accessors<P>(), [&](auto pair) {

@@ -1,0 +1,284 @@
+"""grape.load_encoding: an encoding type written in C++ by its user, compiled against what the
+package carries (grape/sdk: grape's headers, the templates that make a built-in's kernels, the
+libraries behind them and build.txt, the compiler and flags they were built with) into a library
+that grape's module opens. What it makes is a grape.BuiltinEncoding like grape.encoding's, so
+every call that takes a built-in takes it; its laws are checked by a checker compiled for the type,
+run in a process of its own as `grape check` is. Both are cached by a hash of the type, the
+headers it reads and the package: a second load opens the library it finds."""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+
+from . import _grape
+from ._grape import GrapeError
+
+_SDK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk")
+_lock = threading.Lock()
+_sdk_hash = None
+_loaded = {}  # name -> LoadedEncoding
+
+
+def _sdk_build():
+    """build.txt: cxx, flags, defines, include_dirs, libraries, check_libraries."""
+    path = os.path.join(_SDK, "build.txt")
+    if not os.path.exists(path):
+        raise GrapeError("grape: load_encoding: this package carries no sdk (%s): reinstall grape" % path)
+    values = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            key, _, value = line.rstrip("\n").partition("=")
+            if key:
+                values[key] = [v for v in value.split(";") if v] if key != "cxx" else value
+    # The compiler searches these itself; named with -isystem they would reorder <cmath>'s #include_next.
+    values["include_dirs"] = [d for d in dict.fromkeys(values.get("include_dirs", []))
+                              if d not in ("/usr/include", "/usr/local/include")]
+    return values
+
+
+def _sdk_id():
+    """A hash of every file the package's sdk holds: a rebuilt grape gets new libraries."""
+    global _sdk_hash
+    if _sdk_hash is None:
+        h = hashlib.sha256()
+        for root, dirs, files in os.walk(_SDK):
+            dirs.sort()
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                h.update(os.path.relpath(path, _SDK).encode())
+                with open(path, "rb") as f:
+                    h.update(hashlib.sha256(f.read()).digest())
+        _sdk_hash = h.hexdigest()
+    return _sdk_hash
+
+
+def _file_hash(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _user_dependencies(depfile, system_dirs):
+    """The files a compile read (its -MD output) that are neither grape's sdk nor the system's:
+    the user's headers, whose content the cached build depends on."""
+    with open(depfile, encoding="utf-8") as f:
+        text = f.read().replace("\\\n", " ")
+    paths = text.partition(":")[2].split()
+    outside = tuple(os.path.realpath(d) + os.sep for d in [_SDK, *system_dirs, "/usr/"])
+    return {p: _file_hash(p) for p in (os.path.realpath(p) for p in paths) if not p.startswith(outside)}
+
+
+def _first_error(log):
+    """The line a user needs from a failed compile: the first `grape:` sentence (a static_assert's),
+    else the first compiler error with its file:line."""
+    for line in log.splitlines():
+        if "grape:" in line and "error" in line:
+            return line[line.index("grape:") + len("grape:"):].strip()
+    for line in log.splitlines():
+        m = re.match(r"^(\S+?:\d+:\d+): (?:fatal )?error: (.*)$", line)
+        if m:
+            return "%s: %s" % m.groups()
+    lines = [line for line in log.splitlines() if line.strip()]
+    return lines[0] if lines else "the compiler failed without a message"
+
+
+class LoadedEncoding:
+    """A C++ encoding type compiled by grape.load_encoding. enc.make(...) (or enc(...)) gives a
+    grape.BuiltinEncoding at the given parameters: by name where the type's params struct names its
+    members (BOOST_HANA_DEFINE_STRUCT; those not given at default_params() where the type has it),
+    else every value in member order. enc.check(...) runs the laws it claims."""
+
+    def __init__(self, name, type_name, header, info, library, build_dir, compile_args):
+        self.name = name
+        self.type_name = type_name
+        self.header = header
+        self.summary = info["summary"]
+        self.injection = info["injection"]
+        self.param_names = info.get("param_names")  # None: the params struct names no members
+        self.param_count = len(self.param_names) if self.param_names is not None else info["param_count"]
+        self.default_params = info.get("default_params")
+        self.library = library
+        self._build_dir = build_dir
+        self._compile_args = compile_args
+
+    def __repr__(self):
+        return "LoadedEncoding(%s = %s from %s: %s; %s)" % (self.name, self.type_name, self.header, self.summary,
+                                                          self.injection)
+
+    def _params_value(self, values, params):
+        if values and params:
+            raise GrapeError("grape: %s: give its parameters by name or in order, not both" % self.name)
+        if self.param_names is None:
+            if params:
+                raise GrapeError("grape: %s: its params struct names no members (no BOOST_HANA_DEFINE_STRUCT): give "
+                                 "its %d values in order" % (self.name, self.param_count))
+            return list(values)
+        if values:
+            if len(values) > self.param_count:
+                raise GrapeError("grape: %s: takes %d parameters (%s), got %d"
+                                 % (self.name, self.param_count, ", ".join(self.param_names), len(values)))
+            return dict(zip(self.param_names, values))
+        return dict(params)
+
+    def make(self, *values, **params):
+        """The encoding at these parameters, as a grape.BuiltinEncoding."""
+        value = self._params_value(values, params)
+        try:
+            text = json.dumps(value)
+        except TypeError as e:
+            raise GrapeError("grape: %s: parameters must be numbers, bools or lists of numbers (%s)" % (self.name, e))
+        return _grape._user_encoding(self.library, self.name, text, value)
+
+    __call__ = make
+
+    def check(self, *values, trials=100, seed=1, max_position=None, **params):
+        """The laws the type claims, as grape.check reports a built-in's: with random parameters
+        (the type's random_params) unless parameters are given, then at those."""
+        from ._check import _report
+        fixed = "-" if not values and not params else json.dumps(self._params_value(values, params))
+        checker = self._checker()
+        done = subprocess.run([checker, fixed, str(int(trials)), str(int(seed)),
+                               str(0 if max_position is None else int(max_position))], capture_output=True, text=True)
+        if done.returncode not in (0, 1):
+            lines = done.stderr.strip().splitlines() or ["%s exited %d" % (checker, done.returncode)]
+            raise GrapeError(lines[-1])
+        return _report(json.loads(done.stdout))
+
+    def _checker(self):
+        path = os.path.join(self._build_dir, "check")
+        with _lock:
+            if not os.path.exists(path):
+                _build(self._build_dir, "check", self._compile_args)
+        return path
+
+
+def _build(build_dir, what, args):
+    """Compiles the library ("encoding": lib.so) or the checker ("check") for the type in args into
+    build_dir, through a temporary file renamed into place (two processes may build at once)."""
+    sdk = _sdk_build()
+    header, type_name, include_dirs = args["header"], args["type"], args["include_dirs"]
+    template = "user_encoding.tpp" if what == "encoding" else "user_check.tpp"
+    source = os.path.join(build_dir, what + ".cpp")
+    with open(source, "w", encoding="utf-8") as f:
+        f.write("// Generated by grape.load_encoding for %s from %s.\n#include \"%s\"\n#define GRAPE_USER_ENCODING %s\n"
+                "#include \"%s\"\n" % (type_name, header, header, type_name, template))
+    output = os.path.join(build_dir, "lib.so" if what == "encoding" else "check")
+    fd, partial = tempfile.mkstemp(dir=build_dir, prefix="." + what)
+    os.close(fd)
+    lib = os.path.join(_SDK, "lib")
+    grape_libs = [os.path.join(lib, "libgrape_cpu_kernels.a"), os.path.join(lib, "libgrape_core.a")]
+    cmd = [sdk["cxx"], *sdk["flags"], *("-D" + d for d in sdk.get("defines", [])),
+           "-O3" if what == "encoding" else "-O1", "-w",
+           "-I" + os.path.dirname(header), *("-I" + d for d in include_dirs),
+           "-I" + os.path.join(_SDK, "include"), "-I" + os.path.join(_SDK, "kernels"),
+           "-I" + os.path.join(_SDK, "python_src"), *("-isystem" + d for d in sdk.get("include_dirs", [])),
+           "-MD", "-MF", os.path.join(build_dir, what + ".d"), source, "-o", partial]
+    if what == "encoding":
+        cmd += ["-shared", "-Wl,--exclude-libs,ALL", *grape_libs, *sdk.get("libraries", [])]
+    else:
+        cmd += [os.path.join(lib, "libgrape_check_report.a"), *grape_libs, *sdk.get("check_libraries", []),
+                *sdk.get("libraries", [])]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    log = os.path.join(build_dir, what + ".log")
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(" ".join(cmd) + "\n" + done.stdout + done.stderr)
+    if done.returncode != 0:
+        os.unlink(partial)
+        raise GrapeError("grape: load_encoding: %s: %s (the compiler's output: %s)"
+                         % (type_name, _first_error(done.stderr), log))
+    os.chmod(partial, 0o755)
+    os.replace(partial, output)
+    deps = _user_dependencies(os.path.join(build_dir, what + ".d"), sdk.get("include_dirs", []))
+    with open(os.path.join(build_dir, what + ".deps.json"), "w", encoding="utf-8") as f:
+        json.dump(deps, f)
+
+
+def _up_to_date(build_dir, what):
+    """Whether build_dir holds `what` built from the user headers as they are now."""
+    output = os.path.join(build_dir, "lib.so" if what == "encoding" else "check")
+    deps = os.path.join(build_dir, what + ".deps.json")
+    if not (os.path.exists(output) and os.path.exists(deps)):
+        return False
+    with open(deps, encoding="utf-8") as f:
+        recorded = json.load(f)
+    return all(os.path.exists(p) and _file_hash(p) == h for p, h in recorded.items())
+
+
+def cache_root():
+    """$GRAPE_CACHE_DIR, else ~/.cache/grape (XDG_CACHE_HOME's grape): where load_encoding builds."""
+    root = os.environ.get("GRAPE_CACHE_DIR")
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "grape")
+    return os.path.join(root, "encodings")
+
+
+def load_encoding(header, type_name, include_dirs=(), name=None):
+    """Compiles a C++ encoding type written by its user (`type_name`, e.g. "quaternion_rope<>",
+    declared in `header`; `include_dirs` for the headers it includes besides its own directory and
+    grape's) and gives a LoadedEncoding: .make(...) for grape.BuiltinEncoding objects that
+    grape.rotate_qk, grape.attention (forward, backward, decode), bias_tile, add_embedding and
+    grape.torch.attention take as they take grape.encoding(...)'s, and .check(...) for its laws.
+    `name` registers it under another name than the type's own (two variants of one type)."""
+    header = os.path.realpath(os.fspath(header))
+    if not os.path.isfile(header):
+        raise GrapeError("grape: load_encoding: header: no file %s" % header)
+    if not isinstance(type_name, str) or not type_name.strip():
+        raise GrapeError("grape: load_encoding: type_name: must be a C++ type, e.g. \"quaternion_rope<>\"")
+    include_dirs = [os.path.realpath(os.fspath(d)) for d in include_dirs]
+    for d in include_dirs:
+        if not os.path.isdir(d):
+            raise GrapeError("grape: load_encoding: include_dirs: no directory %s" % d)
+    key = hashlib.sha256(json.dumps([_sdk_id(), header, _file_hash(header), type_name.strip(), include_dirs])
+                         .encode()).hexdigest()[:20]
+    build_dir = os.path.join(cache_root(), key)
+    args = {"header": header, "type": type_name.strip(), "include_dirs": include_dirs}
+    with _lock:
+        os.makedirs(build_dir, exist_ok=True)
+        if not _up_to_date(build_dir, "encoding"):
+            _build(build_dir, "encoding", args)
+            check = os.path.join(build_dir, "check")
+            if os.path.exists(check) and not _up_to_date(build_dir, "check"):
+                os.unlink(check)
+        elif os.path.exists(os.path.join(build_dir, "check")) and not _up_to_date(build_dir, "check"):
+            os.unlink(os.path.join(build_dir, "check"))
+        library = os.path.join(build_dir, "lib.so")
+        info = json.loads(_grape._user_encoding_info(library))
+        name = info["name"] if name is None else str(name)
+        builtin_names = {b.name for b in _builtin_infos()}
+        if name in builtin_names:
+            raise GrapeError("grape: load_encoding: name '%s' is a built-in's: give name=" % name)
+        previous = _loaded.get(name)
+        if previous is not None and (previous.header, previous.type_name) != (header, args["type"]):
+            raise GrapeError("grape: load_encoding: name '%s' is taken by %s from %s: give name="
+                             % (name, previous.type_name, previous.header))
+        loaded = LoadedEncoding(name, args["type"], header, info, library, build_dir, args)
+        _loaded[name] = loaded
+        return loaded
+
+
+_builtin_cache = []
+
+
+def _builtin_infos():
+    if not _builtin_cache:
+        from ._check import list as _list
+        _builtin_cache.extend(_list())
+    return _builtin_cache
+
+
+def loaded(name):
+    """The LoadedEncoding registered under this name, or None."""
+    return _loaded.get(name)
+
+
+def encoding_named(name, params):
+    """A built-in's or a loaded type's encoding by name and parameters (a dict, or a list for a
+    type whose params struct names no members): what grape.torch's plain values rebuild."""
+    lo = _loaded.get(name)
+    if lo is not None:
+        return lo.make(*params) if isinstance(params, list) else lo.make(**params)
+    return _grape._builtin_encoding(name, params)
