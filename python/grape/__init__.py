@@ -31,7 +31,7 @@ from ._attention import attention, attention_backward, attention_decode, cpu_mat
 from ._grape_m import grape_m_param_grads, grape_m_rotate_qk, grape_m_rotate_qk_backward
 from ._python_encodings import PythonBias, python_bias
 from ._python_rotations import PythonRotation, python_rotation
-from ._load import LoadedEncoding, load_encoding
+from ._load import LoadedEncoding, cmake_dir, load_encoding, load_encodings
 
 __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "GrapeError", "LawResult",
            "RotaryEncoding", "T5Encoding", "check", "from_config", "list", "rope", "rotary", "rotate_qk",
@@ -40,7 +40,8 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding",
            "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads", "grape_ap_bias",
            "grape_ap_bias_grad", "lift_qk", "lift_qk_backward", "set_matmul_path", "matmul_path", "cpu_matmul_units",
-           "python_bias", "PythonBias", "python_rotation", "PythonRotation", "load_encoding", "LoadedEncoding"]
+           "python_bias", "PythonBias", "python_rotation", "PythonRotation", "load_encoding", "load_encodings",
+           "LoadedEncoding", "cmake_dir"]
 
 
 def encoding(name, **params):

@@ -91,7 +91,7 @@ class LoadedEncoding:
     members (BOOST_HANA_DEFINE_STRUCT; those not given at default_params() where the type has it),
     else every value in member order. enc.check(...) runs the laws it claims."""
 
-    def __init__(self, name, type_name, header, info, library, build_dir, compile_args):
+    def __init__(self, name, type_name, header, info, library, build_dir, compile_args, checker=None):
         self.name = name
         self.type_name = type_name
         self.header = header
@@ -103,6 +103,7 @@ class LoadedEncoding:
         self.library = library
         self._build_dir = build_dir
         self._compile_args = compile_args
+        self._built_checker = checker  # built by grape_add_python_encodings, else compiled at the first check
 
     def __repr__(self):
         return "LoadedEncoding(%s = %s from %s: %s; %s)" % (self.name, self.type_name, self.header, self.summary,
@@ -148,6 +149,11 @@ class LoadedEncoding:
         return _report(json.loads(done.stdout))
 
     def _checker(self):
+        if self._built_checker is not None:
+            if not os.access(self._built_checker, os.X_OK):
+                raise GrapeError("grape: %s: no checker at %s (build the project's encodings target)"
+                                 % (self.name, self._built_checker))
+            return self._built_checker
         path = os.path.join(self._build_dir, "check")
         with _lock:
             if not os.path.exists(path):
@@ -245,19 +251,55 @@ def load_encoding(header, type_name, include_dirs=(), name=None):
                 os.unlink(check)
         elif os.path.exists(os.path.join(build_dir, "check")) and not _up_to_date(build_dir, "check"):
             os.unlink(os.path.join(build_dir, "check"))
-        library = os.path.join(build_dir, "lib.so")
-        info = json.loads(_grape._user_encoding_info(library))
-        name = info["name"] if name is None else str(name)
-        builtin_names = {b.name for b in _builtin_infos()}
-        if name in builtin_names:
-            raise GrapeError("grape: load_encoding: name '%s' is a built-in's: give name=" % name)
-        previous = _loaded.get(name)
-        if previous is not None and (previous.header, previous.type_name) != (header, args["type"]):
-            raise GrapeError("grape: load_encoding: name '%s' is taken by %s from %s: give name="
-                             % (name, previous.type_name, previous.header))
-        loaded = LoadedEncoding(name, args["type"], header, info, library, build_dir, args)
-        _loaded[name] = loaded
-        return loaded
+        return _register("load_encoding", name, args["type"], header, os.path.join(build_dir, "lib.so"), build_dir,
+                         args)
+
+
+def _register(caller, name, type_name, header, library, build_dir, args, checker=None):
+    """Opens a library and registers its encoding under `name` (None: the type's own)."""
+    info = json.loads(_grape._user_encoding_info(library))
+    name = info["name"] if name is None else str(name)
+    if name in {b.name for b in _builtin_infos()}:
+        raise GrapeError("grape: %s: name '%s' is a built-in's: give name=" % (caller, name))
+    previous = _loaded.get(name)
+    if previous is not None and (previous.header, previous.type_name) != (header, type_name):
+        raise GrapeError("grape: %s: name '%s' is taken by %s from %s: give name="
+                         % (caller, name, previous.type_name, previous.header))
+    loaded = LoadedEncoding(name, type_name, header, info, library, build_dir, args, checker)
+    _loaded[name] = loaded
+    return loaded
+
+
+def load_encodings(manifest):
+    """The encodings a project built with grape_add_python_encodings (CMake; README, "Use grape
+    from your project"): its <build>/<target>/encodings.json, as {name: LoadedEncoding}. Nothing is
+    compiled; the libraries and checkers are the project's."""
+    manifest = os.fspath(manifest)
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            entries = json.load(f)
+    except (OSError, ValueError) as e:
+        raise GrapeError("grape: load_encodings: %s: %s" % (manifest, e))
+    out = {}
+    with _lock:
+        for i, entry in enumerate(entries):
+            try:
+                name, type_name, header, library, checker = (entry[k] for k in ("name", "type", "header", "library",
+                                                                                "checker"))
+            except (KeyError, TypeError):
+                raise GrapeError("grape: load_encodings: %s: entry %d: needs name, type, header, library, checker"
+                                 % (manifest, i))
+            if not os.path.exists(library):
+                raise GrapeError("grape: load_encodings: %s: no library %s (build the project's encodings target)"
+                                 % (manifest, library))
+            loaded = _register("load_encodings", name, type_name, header, library, None, None, checker)
+            out[loaded.name] = loaded
+    return out
+
+
+def cmake_dir():
+    """Where grape_python_encodings.cmake is (include() it to get grape_add_python_encodings)."""
+    return os.path.join(_SDK, "cmake")
 
 
 _builtin_cache = []
