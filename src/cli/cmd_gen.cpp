@@ -1,7 +1,8 @@
 // grape gen --config CONFIG --target cpp|cuda --out FILE [--name N] [--seq-len N] [--precision P]:
 // one self-contained source file that applies the model's rotary encoding;
 // grape gen --encoding NAME --target cpp|cuda --out FILE [--name N]: the same for a built-in
-// encoding's instance at its default parameters (src/gen, docs/generated-kernels.md).
+// encoding's instance at its default parameters (src/gen, docs/generated-kernels.md). A type of the
+// user's own (--header, --type) is the Python package's `grape` command's (grape/__main__.py).
 #include <boost/hana/for_each.hpp>
 #include <fmt/format.h>
 
@@ -27,6 +28,7 @@ struct gen_options {
   std::string name;
   std::optional<std::int64_t> seq_len;
   std::optional<std::string> precision;
+  std::string header, type;  // a user's own type: the Python package's command (grape/__main__.py)
 };
 
 // The built-in encoding named o.encoding, made at its default parameters and baked.
@@ -59,6 +61,9 @@ void run_encoding(const gen_options& o, gen::target target) {
 }
 
 void run(const gen_options& o) {
+  if (!o.header.empty() || !o.type.empty())
+    throw input_error("gen: --header and --type compile a type of your own against the Python package's sdk: run "
+                      "the `grape` command that `pip install` puts on PATH (or python -m grape)");
   if (o.config.empty() == o.encoding.empty())
     throw input_error("gen: give exactly one of --config and --encoding");
   const gen::target target = gen::parse_target(o.target);
@@ -105,6 +110,9 @@ const registrar reg{"gen", [](CLI::App& app) {
   cmd->add_option("--encoding", opts->encoding,
                   "a built-in encoding (grape list) that rotates Q and K, at its default parameters; "
                   "instead of --config");
+  cmd->add_option("--header", opts->header,
+                  "with --type: a C++ encoding type of your own (the `grape` command of the Python package)");
+  cmd->add_option("--type", opts->type, "the C++ type in --header, e.g. \"quaternion_rope<>\"");
   cmd->add_option("--target", opts->target, "cpp (C++17, standard library only) or cuda")->required();
   cmd->add_option("--out", opts->out, "the source file to write")->required();
   cmd->add_option("--name", opts->name,

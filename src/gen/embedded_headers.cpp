@@ -22,7 +22,7 @@ std::string embeddable_text(const std::vector<embedded_header>& headers,
                             std::vector<std::string>& std_includes) {
   std::string out;
   for (const auto& h : headers) {
-    out += fmt::format("// ---- begin {} (embedded from the grape library) ----\n", h.path);
+    out += fmt::format("// ---- begin {} (embedded from {}) ----\n", h.path, h.origin);
     std::istringstream in{std::string(h.text)};
     std::string line;
     while (std::getline(in, line)) {
@@ -59,10 +59,12 @@ std::string embeddable_math_text(std::vector<std::string>& std_includes) {
   return embeddable_text(embedded_math_headers(), std_includes);
 }
 
-std::string embeddable_view_text(std::vector<std::string>& std_includes) {
+std::string embeddable_view_text(std::vector<std::string>& std_includes,
+                                 const std::vector<embedded_header>& user_headers) {
   std::vector<embedded_header> all = embedded_math_headers();
   const auto& views = embedded_view_headers();
   all.insert(all.end(), views.begin(), views.end());
+  all.insert(all.end(), user_headers.begin(), user_headers.end());
   return embeddable_text(all, std_includes);
 }
 

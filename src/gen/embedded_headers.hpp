@@ -12,6 +12,7 @@ namespace grape::gen {
 struct embedded_header {
   const char* path;  // as included: "grape/math/phase.hpp"
   const char* text;  // the file's text, unchanged
+  const char* origin = "the grape library";  // named in the file: where the text comes from
 };
 
 /// In dependency order.
@@ -23,7 +24,9 @@ const std::vector<embedded_header>& embedded_view_headers();
 /// removed; the standard headers they included are added to `std_includes` (each once, e.g.
 /// "<cstdint>"). An include of a project header that is not embedded is an input_error.
 std::string embeddable_math_text(std::vector<std::string>& std_includes);
-/// The same for the math headers followed by the view headers.
-std::string embeddable_view_text(std::vector<std::string>& std_includes);
+/// The same for the math headers followed by the view headers, then `user_headers` (a user's
+/// view: docs/generated-kernels.md).
+std::string embeddable_view_text(std::vector<std::string>& std_includes,
+                                 const std::vector<embedded_header>& user_headers = {});
 
 }  // namespace grape::gen

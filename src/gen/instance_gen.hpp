@@ -9,8 +9,9 @@
 // grape_<name>_rope). Any other rotate_qk instance is baked through its representation's view
 // (grape/view/concepts.hpp): relocate() lists the view's arrays, whose contents are baked as
 // exact literals, and the view object's own bytes are baked with its pointers nulled
-// (generate_view_source, entry grape_<name>_encode). Only the built-in views can be baked: the
-// generated file must find the view's type in the embedded header text (baked_view below).
+// (generate_view_source, entry grape_<name>_encode). The generated file must find the view's type
+// in the embedded header text: grape's views (baked_view below) or, given a user_view, the headers
+// of a user's own (grape gen --header, through the Python package).
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "gen/kernel_gen.hpp"
+#include "grape/detail/error.hpp"
 #include "grape/inject/rotate_qk.hpp"
 #include "grape/view/concepts.hpp"
 #include "grape/view/kernel_traits.hpp"
@@ -82,14 +84,26 @@ constexpr element_kind element_kind_of() {
 /// The view's arrays (in relocate's order) and its bytes with every pointer null, so that the
 /// baked bytes hold no host address; padding is cleared where the compiler can, so that the same
 /// instance gives the same file.
+/// A view grape does not know (a user's): its C++ name and the headers that define it, which the
+/// generated file embeds (view_kernel_description::user_headers).
+struct user_view {
+  std::string type_name;
+  std::vector<std::pair<std::string, std::string>> headers;  // (path as included, text), dependencies first
+};
+
 template <RepresentationView V>
-void bake_view(const V& view, view_kernel_description& d) {
-  static_assert(baked_view<V>::known,
-                "grape: grape gen can bake only the built-in views (planes_view, scaled_planes_view, "
-                "rank2_view, skew_view): the generated file must find the view's type in the "
-                "embedded header text");
-  d.view_type = baked_view<V>::type_name();
-  d.view_header = baked_view<V>::header;
+void bake_view(const V& view, view_kernel_description& d, const user_view* user = nullptr) {
+  if constexpr (baked_view<V>::known) {
+    d.view_type = baked_view<V>::type_name();
+    d.view_header = baked_view<V>::header;
+  } else {
+    if (user == nullptr || user->type_name.empty() || user->headers.empty())
+      throw input_error("gen: this view is not one of grape's (planes_view, scaled_planes_view, rank2_view, "
+                        "skew_view): give the headers that define it (grape gen --header)");
+    d.view_type = user->type_name;
+    d.view_header = user->headers.back().first;
+    d.user_headers = user->headers;
+  }
   d.rank = V::rank;
   d.dim = view.dim();
   d.state_floats = view.state_floats();
@@ -126,6 +140,15 @@ struct instance_parts<rotate_instance<R, Q, K>> {
 };
 }  // namespace detail
 
+/// Whether generate_instance_source takes instances of type I with a user_view: rotate_qk
+/// instances whose representation has a device-safe view.
+template <class I>
+constexpr bool viewable_instance() {
+  using parts = detail::instance_parts<I>;
+  if constexpr (!parts::rotate) return false;
+  else return KernelRepresentation<typename parts::representation>;
+}
+
 /// Whether generate_instance_source takes instances of type I: rotate_qk instances whose
 /// representation has a view the generator can bake.
 template <class I>
@@ -148,7 +171,8 @@ struct generated_kernel {
 
 template <class R, layout_kind Q, layout_kind K>
 generated_kernel generate_instance_source(const rotate_instance<R, Q, K>& inst, const std::string& name,
-                                          const std::vector<std::string>& provenance, target t) {
+                                          const std::vector<std::string>& provenance, target t,
+                                          const user_view* user = nullptr) {
   static_assert(KernelRepresentation<R>,
                 "grape: grape gen needs a representation with a device-safe view: give it `view() "
                 "const` returning a RepresentationView (grape/view/concepts.hpp)");
@@ -163,7 +187,7 @@ generated_kernel generate_instance_source(const rotate_instance<R, Q, K>& inst, 
   d.q_layout = Q;
   d.k_layout = K;
   d.attention_factor = inst.attention_factor;
-  bake_view(inst.rep.view(), d);
+  bake_view(inst.rep.view(), d, user);
   return {generate_view_source(d, t), view_entry_point_name(name, t)};
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "grape/schedule/rotary_spec.hpp"
@@ -70,6 +71,10 @@ struct view_kernel_description {
   layout_kind k_layout = layout_kind::half_split;
   double attention_factor = 1.0;
   std::vector<std::string> provenance;  // lines for the header comment
+  // A view that is not grape's own (a user's type): the headers that define it, embedded after
+  // grape's view headers in this order, each including only std headers, grape's embedded ones and
+  // earlier ones of this list (path: its spelling in those includes).
+  std::vector<std::pair<std::string, std::string>> user_headers;  // (path, text)
 };
 
 /// grape_<name>_encode (cpp) or grape_<name>_encode_cuda (cuda).

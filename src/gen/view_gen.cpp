@@ -390,7 +390,9 @@ std::string generate_view_source(const view_kernel_description& k, target t) {
   validate(k);
   const bool cuda = t == target::cuda;
   std::vector<std::string> std_includes;
-  const std::string math = embeddable_view_text(std_includes);
+  std::vector<embedded_header> user;
+  for (const auto& [path, text] : k.user_headers) user.push_back({path.c_str(), text.c_str(), "the user's source"});
+  const std::string math = embeddable_view_text(std_includes, user);
 
   std::string arrays, addresses;
   std::vector<std::string> list;

@@ -8,6 +8,7 @@ m·base^(-4b/d) and its left-multiplication structure, the bias -λ_h·log(1 + |
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -273,3 +274,68 @@ def test_the_cpp_encoding_lm_example_trains_with_each_encoding():
     moved = [float((after - torch.tensor(result["slopes_before"], dtype=torch.float64)).abs().max())
              for after in result["slopes_after"]]
     assert len(moved) == 2 and min(moved) > 1e-3  # the slopes learn
+
+
+def run_grape(*args):
+    """The package's `grape` command (python -m grape): grape gen --header for a user's type."""
+    return subprocess.run([sys.executable, "-m", "grape", *args], capture_output=True, text=True)
+
+
+def test_grape_gen_bakes_the_users_view_into_a_file_that_compiles_without_grape(quaternion, tmp_path):
+    out = tmp_path / "quaternion.cpp"
+    done = run_grape("gen", "--header", os.path.join(EXAMPLES, "quaternion_rope.hpp"), "--type", "quaternion_rope<>",
+                     "--params", "[8, 10000.0, 7]", "--target", "cpp", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "grape_quaternion_rope_encode written (cpp, encoding quaternion_rope)" in done.stdout
+    text = out.read_text()
+    assert "// ---- begin quaternion_view.hpp (embedded from the user's source) ----" in text
+    library = tmp_path / "quaternion.so"
+    subprocess.run(["g++", "-std=c++17", "-O2", "-shared", "-fPIC", str(out), "-o", str(library)], check=True)
+    import ctypes
+    entry = ctypes.CDLL(str(library)).grape_quaternion_rope_encode
+    entry.restype = ctypes.c_int
+    enc = quaternion.make(8, 10000.0, 7)
+    rng = np.random.default_rng(4)
+    tokens, heads = 7, 3
+    positions = np.array([0, 1, 2, 1000, 65537, 2 ** 28 + 5, 2 ** 31 - 1], dtype=np.int64)
+    for dtype, code in ((torch.float32, 0), (torch.bfloat16, 1)):
+        q = torch.tensor(rng.standard_normal((tokens, heads, 8)), dtype=dtype)
+        k = torch.tensor(rng.standard_normal((tokens, 1, 8)), dtype=dtype)
+        want_q, want_k = grape.rotate_qk(q.clone(), k.clone(), enc, positions=positions)
+        got_q, got_k = q.clone(), k.clone()
+        i64 = ctypes.c_int64
+        rc = entry(ctypes.c_void_p(got_q.data_ptr()), ctypes.c_void_p(got_k.data_ptr()),
+                   ctypes.c_void_p(positions.ctypes.data), i64(tokens), i64(heads), i64(1), i64(heads * 8), i64(8),
+                   i64(8), i64(8), ctypes.c_int(code))
+        assert rc == 0
+        # grape's kernel is built with -march=native and may contract to FMA, the file here not: f32
+        # within 1e-6 max(1, |x|), bf16 within one unit in the last place (tests/gen/gen_instance_test.cpp).
+        for got, want in ((got_q, torch.as_tensor(want_q)), (got_k, torch.as_tensor(want_k))):
+            g, w = got.double(), want.double()
+            if dtype == torch.float32:
+                assert ((g - w).abs() / w.abs().clamp(min=1)).max() <= 1e-6
+            else:
+                ulp = torch.exp2(torch.floor(torch.log2(w.abs().clamp(min=1e-30))) - 7)
+                assert ((g - w).abs() <= ulp).all()
+
+
+def test_grape_gen_cuda_target_and_bad_input(quaternion, log_distance, tmp_path):
+    out = tmp_path / "quaternion.cu"
+    done = run_grape("gen", "--header", os.path.join(EXAMPLES, "quaternion_rope.hpp"), "--type", "quaternion_rope<>",
+                     "--params", "[8, 10000.0, 7]", "--target", "cuda", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "grape_quaternion_rope_encode_cuda" in out.read_text()
+    if shutil.which("nvcc"):  # the CUDA toolkit compiles it with no grape include path either
+        subprocess.run(["nvcc", "-std=c++17", "-c", str(out), "-o", str(tmp_path / "quaternion.o")], check=True)
+    bad = run_grape("gen", "--header", os.path.join(EXAMPLES, "log_distance.hpp"), "--type", "log_distance",
+                    "--params", "[4, 8]", "--target", "cpp", "--out", str(tmp_path / "bias.cpp"))
+    assert bad.returncode == 2 and not (tmp_path / "bias.cpp").exists()
+    assert bad.stderr.strip() == ("grape: gen: log_distance enters attention as 'add a score bias'; grape gen bakes "
+                                  "encodings that rotate Q and K through a view")
+    missing = run_grape("gen", "--header", os.path.join(EXAMPLES, "quaternion_rope.hpp"), "--type",
+                        "quaternion_rope<>", "--target", "cpp", "--out", str(tmp_path / "q.cpp"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == "grape: --params: quaternion_rope has no default_params(): give its parameters"
+    cli = subprocess.run([grape._check.cli_path(), "gen", "--header", "x.hpp", "--type", "x", "--target", "cpp",
+                          "--out", str(tmp_path / "x.cpp")], capture_output=True, text=True)
+    assert cli.returncode == 2 and cli.stderr.startswith("grape: gen: --header and --type compile a type of your own")
