@@ -180,7 +180,7 @@ struct attention_inputs {
   attention_inputs(const Instance& inst, const attention_args& a)
       : d(inst.content_dim()), v_dim(a.v_dim > 0 ? a.v_dim : d), seqs(check_attention(a, d, v_dim)), s(seqs.q),
         scale(a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(d))), bias(bias_part(inst)) {
-    if (a.keys && (requires { inst.reps; } || rotates_by_phase<Instance>))
+    if (a.keys && (is_lift_instance<Instance> || rotates_by_phase<Instance>))
       throw input_error("keys: a lift (GRAPE-A) or a rotation by per-token phases (contextual GRAPE-M) takes Q and "
                         "K on the same tokens; turn them first (grape.torch.grape_m_rotate_qk) and pass no encoding");
     const rotate_qk_args ka = key_args(a);
@@ -227,7 +227,7 @@ void attention(const Instance& inst, const attention_args& a) {
   detail::attention_inputs<Instance> in(inst, a);
   const int d = in.d;
   const auto& s = in.s;
-  if constexpr (requires { inst.reps; }) {  // a lift: Q and K lifted per query head (on Q's tokens)
+  if constexpr (is_lift_instance<Instance>) {  // a lift: Q and K lifted per query head (on Q's tokens)
     rotate_qk_args lifted = detail::contiguous_f32(a.qk, in.q.data(), in.k.data(), d);
     lifted.q.out = lifted.k.out = nullptr;
     const std::int64_t heads = a.qk.q.heads, stride = heads * (d + 2);
@@ -238,7 +238,7 @@ void attention(const Instance& inst, const attention_args& a) {
     lift_qk(inst, lifted, lq, lk);
     detail::run_flash(a, in.seqs, ql, kl, heads, d + 2, in.v, in.v_dim, in, false);
   } else {
-    if constexpr (requires { rotation_part(inst).rep; })
+    if constexpr (rotates_qk_part<Instance>)
       in.rotate(rotation_part(inst), a, in.q.data(), in.k.data(), false);
     if constexpr (rotates_by_phase<Instance>) {  // each token turned by its phase (contextual GRAPE-M)
       const detail::phase_call p = detail::phase_call_of(inst, detail::positions_of(a.qk, s), a.qk.q.heads, a.qk.k.heads);

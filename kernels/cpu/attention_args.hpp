@@ -8,6 +8,7 @@
 
 #include "cpu/rotate_qk.hpp"
 #include "grape/inject/compose.hpp"
+#include "grape/inject/instance_kind.hpp"
 
 namespace grape::cpu {
 
@@ -41,35 +42,34 @@ struct no_encoding {
   int content_dim() const { return head_dim; }
 };
 
+}  // namespace grape::cpu
+
+template <>
+struct grape::instance_traits<grape::cpu::no_encoding> {
+  static constexpr instance_kind kind = instance_kind::none;
+};
+
+namespace grape::cpu {
+
 namespace detail {
 
-/// The bias object of an instance (a composed instance's bias part), or nothing.
+/// The bias object of an instance (a composed instance's bias part), or a null `const void*`.
 template <class I>
 const auto* bias_part(const I& inst) {
-  if constexpr (requires { inst.bias.bias.bias(0, std::array<std::int64_t, 1>{}, std::array<std::int64_t, 1>{}); })
-    return &inst.bias.bias;
-  else if constexpr (requires { inst.bias.bias(0, std::array<std::int64_t, 1>{}, std::array<std::int64_t, 1>{}); })
-    return &inst.bias;
-  else
-    return static_cast<const void*>(nullptr);
+  if constexpr (has_score_bias<I>) return &score_bias_of(inst);
+  else return static_cast<const void*>(nullptr);
 }
 
 }  // namespace detail
 
 /// A rotation by per-token real phases (rotate_by_phase: contextual GRAPE-M).
 template <class Instance>
-constexpr bool rotates_by_phase = requires(const Instance& i) {
-  i.phase(0, 0);
-  i.freq_rows;
-};
+constexpr bool rotates_by_phase = is_phase_rotation<Instance>;
 
 /// Instances cpu::attention applies inside the score: a rotation (or a composition with one, or a
-/// rotation by per-token phases), a lift, a score bias, or no_encoding. An add_embedding encoding acts on the input, before the
-/// projections, so it has no place here.
+/// rotation by per-token phases), a lift, a score bias, or no_encoding. An add_embedding encoding
+/// acts on the input, before the projections, so it has no place here.
 template <class Instance>
-constexpr bool attention_takes =
-    std::is_same_v<Instance, no_encoding> || requires(const Instance& i) { i.reps; } ||
-    requires(const Instance& i) { rotation_part(i).rep; } || rotates_by_phase<Instance> ||
-    !std::is_same_v<decltype(detail::bias_part(std::declval<const Instance&>())), const void*>;
+constexpr bool attention_takes = enters_attention<Instance>;
 
 }  // namespace grape::cpu

@@ -89,8 +89,7 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
   constexpr bool bias_gradient = detail::gives_gradient<decltype(in.bias)>::value;
   constexpr bool row_gradient = detail::gives_row_gradient<decltype(in.bias)>::value;
   constexpr bool tile_gradient = detail::gives_tile_gradient<decltype(in.bias)>::value;
-  constexpr bool is_lift = requires { inst.reps; };
-  constexpr bool is_rotation = requires { rotation_part(inst).rep; };
+  constexpr bool is_rotation = rotates_qk_part<Instance>;
   std::size_t accumulator_size = 0;
   if constexpr (bias_gradient)
     if (g.grad_bias) accumulator_size = bias->grad_accumulator_size();
@@ -117,7 +116,7 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
   std::vector<std::vector<double>> accumulators(accumulator_size ? threads : 0, std::vector<double>(accumulator_size));
 
   // The products on bf16 tiles where the forward's are (never for a lift: cpu/attention.hpp says why).
-  const bool bf16_products = !is_lift && matmul_path_for(a.qk.type) == matmul_path::avx512_bf16;
+  const bool bf16_products = !is_lift_instance<Instance> && matmul_path_for(a.qk.type) == matmul_path::avx512_bf16;
   // The flash backward over every sequence on the encoded operands (K' with k_heads heads).
   const auto run = [&](const std::vector<float>& qe, const std::vector<float>& ke, std::int64_t k_heads, int qk_dim,
                        std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) {
@@ -166,7 +165,7 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
   };
 
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
-  if constexpr (is_lift) {  // Q and K lifted per query head, as the forward
+  if constexpr (is_lift_instance<Instance>) {  // Q and K lifted per query head, as the forward
     rotate_qk_args lifted = detail::contiguous_f32(a.qk, q.data(), k.data(), d);
     lifted.q.out = lifted.k.out = nullptr;
     const std::int64_t stride = heads * (d + 2), batch_stride = a.qk.cu_seqlens ? 0 : a.qk.seq_len * stride;

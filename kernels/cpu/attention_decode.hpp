@@ -140,7 +140,7 @@ inline std::int64_t decode_chunk(std::int64_t block_size) {
 
 template <class Instance>
 void attention_decode(const Instance& inst, const decode_args& a) {
-  static_assert(!requires { inst.reps; },
+  static_assert(!is_lift_instance<Instance>,
                 "grape: cpu::attention_decode takes rotations and score biases; a lift (GRAPE-A) needs lifted keys "
                 "in the cache: run it as ALiBi, or through cpu::attention");
   static_assert(attention_takes<Instance>,
@@ -169,7 +169,7 @@ void attention_decode(const Instance& inst, const decode_args& a) {
   queries.seq_len = 1;
   queries.position_ids = q_pos.data();
   queries.threads = a.threads;
-  if constexpr (requires { rotation_part(inst).rep; }) rotate_qk(rotation_part(inst), queries);
+  if constexpr (rotates_qk_part<Instance>) rotate_qk(rotation_part(inst), queries);
   if constexpr (rotates_by_phase<Instance>)  // the query turned by the phase at its position
     grape_m_rotate_qk(detail::phase_call_of(inst, q_pos, a.q_heads, a.kv_heads).spec,
                       detail::without_positions(queries));

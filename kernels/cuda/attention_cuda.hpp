@@ -139,7 +139,7 @@ class device_attention {
   static_assert(cpu::attention_takes<Instance>,
                 "grape: cuda::attention takes a rotate_qk or score_bias encoding (or a composition); an add_embedding "
                 "encoding is added to the input before attention");
-  static constexpr bool rotates = requires(const Instance& i) { rotation_part(i).rep; };
+  static constexpr bool rotates = rotates_qk_part<Instance>;
   static constexpr bool by_phase = cpu::rotates_by_phase<Instance>;
 
  public:
@@ -162,10 +162,10 @@ class device_attention {
 
  private:
   static int bias_heads(const Instance& inst) {
-    if constexpr (requires { inst.reps; }) return static_cast<int>(inst.reps.size());
+    if constexpr (is_lift_instance<Instance>) return static_cast<int>(inst.reps.size());
     else if constexpr (by_phase) return inst.per_head() ? inst.num_heads : 0;
-    else if constexpr (std::is_same_v<decltype(cpu::detail::bias_part(inst)), const void*>) return 0;
-    else return cpu::detail::bias_part(inst)->heads();
+    else if constexpr (!has_score_bias<Instance>) return 0;
+    else return score_bias_of(inst).heads();
   }
 
   int head_dim_ = 0, heads_ = 0;

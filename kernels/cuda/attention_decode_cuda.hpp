@@ -100,7 +100,7 @@ inline cpu::rotate_qk_args decode_queries(const cpu::decode_args& a, int head_di
 template <class Instance>
 void attention_decode(const device_attention<Instance>& enc, const cpu::decode_args& a, std::int64_t max_seq_len,
                       int* device_error_flag, cudaStream_t stream) {
-  static_assert(!requires(const Instance& i) { i.reps; },
+  static_assert(!is_lift_instance<Instance>,
                 "grape: cuda::attention_decode takes rotations and score biases; a lift (GRAPE-A) needs lifted keys "
                 "in the cache: run it as ALiBi, or through cuda::attention");
   using encoding = device_attention<Instance>;

@@ -134,9 +134,9 @@ linear_scores lift_scores(const Instance& inst, Place& place) {
 /// linear bias), or no_scores for an instance without a bias.
 template <class Instance, class Place>
 auto instance_scores(const Instance& inst, Place& place) {
-  if constexpr (requires { inst.reps; }) {
+  if constexpr (is_lift_instance<Instance>) {
     return lift_scores(inst, place);
-  } else if constexpr (std::is_same_v<decltype(cpu::detail::bias_part(inst)), const void*>) {
+  } else if constexpr (!has_score_bias<Instance>) {
     return no_scores{};
   } else {
     using bias_type = std::remove_cvref_t<decltype(*cpu::detail::bias_part(inst))>;

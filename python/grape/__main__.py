@@ -46,7 +46,11 @@ def main(argv=None):
             print(e, file=sys.stderr)
             return 2
         return 0
-    cli = cli_path()
+    try:
+        cli = cli_path()
+    except GrapeError as e:
+        print(e, file=sys.stderr)
+        return 2
     os.execv(cli, [cli] + argv)
 
 

@@ -718,9 +718,9 @@ def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget
     if encoding is None:
         return call("none", [])
     if isinstance(encoding, (BuiltinSpec, _grape.BuiltinEncoding)):
-        if learned == "bias_params":
-            made = encoding if isinstance(encoding, _grape.BuiltinEncoding) else encoding.encoding()
-            count = len(made.bias_params)
+        # A BuiltinSpec (torch.compile's plain values) is checked inside the op, by with_bias_params.
+        if learned == "bias_params" and isinstance(encoding, _grape.BuiltinEncoding):
+            count = len(encoding.bias_params)
             if count == 0 or tuple(bias_params.shape) != (count,):
                 raise _grape.GrapeError(f"grape: attention: bias_params: must be [{count}] for this encoding's score "
                                         f"bias (got {list(bias_params.shape)})" if count else

@@ -463,9 +463,11 @@ void bind_attention(nb::module_& m) {
           with_instance(encoding, arrays, head_dim, arrays.any() ? positions_end(a) : 0, [&](const auto& inst) {
             using I = std::remove_cvref_t<decltype(inst)>;
             std::vector<double> bias, freq;  // bias: the bias's parameters, or contextual GRAPE-M's phases
-            if constexpr (requires { cpu::detail::bias_part(inst)->parameter_count(); })
-              if (bias_grad) bias.resize(cpu::detail::bias_part(inst)->parameter_count());
-            if constexpr (requires { rotation_part(inst).rep.dim(); })
+            if constexpr (has_score_bias<I>)
+              if constexpr (BiasWithGradient<std::remove_cvref_t<decltype(score_bias_of(inst))>> ||
+                            BiasWithRowGradient<std::remove_cvref_t<decltype(score_bias_of(inst))>>)
+                if (bias_grad) bias.resize(score_bias_of(inst).parameter_count());
+            if constexpr (rotates_qk_part<I>)
               if (inv_freq_grad) freq.resize(static_cast<std::size_t>(rotation_part(inst).rep.dim() / 2));
             if constexpr (cpu::rotates_by_phase<I>) {
               if (bias_grad) bias.resize(inst.phases.size());

@@ -52,23 +52,23 @@ encoding_kernels kernels_of_instance(std::shared_ptr<const typename E::instance>
     b.num_axes = shape.num_axes;
     b.rotate = [inst](const cpu::rotate_qk_args& a, bool backward) { rotate_builtin_qk(*inst, a, backward); };
   }
-  if constexpr (requires(const cpu::bias_tile& t) { cpu::bias_tile_of(*inst, t); }) {
+  if constexpr (has_score_bias<I>) {
     b.bias_heads = inst->heads();
     b.bias_tile = [inst](const cpu::bias_tile& t) { cpu::bias_tile_of(*inst, t); };
   }
-  if constexpr (requires(const cpu::rotate_qk_args& a, const cpu::lifted_tensor& t) { cpu::lift_qk(*inst, a, t, t); }) {
+  if constexpr (is_lift_instance<I>) {
     b.head_dim = inst->head_dim;
     b.lift = [inst](const cpu::rotate_qk_args& a, const cpu::lifted_tensor& q, const cpu::lifted_tensor& k,
                     bool backward) { backward ? cpu::lift_qk_backward(*inst, a, q, k) : cpu::lift_qk(*inst, a, q, k); };
   }
-  if constexpr (requires(const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); })
+  if constexpr (adds_embedding<I>)
     b.add_embedding = [inst](const cpu::embedding_rows& r) { cpu::add_embedding_of(*inst, r); };
   if constexpr (cpu::attention_takes<I>) {
     b.attention = [inst](const cpu::attention_args& a) { run_attention(*inst, a); };
     b.attention_backward = [inst](const cpu::attention_args& a, const cpu::attention_grad_args& g) {
       run_attention_backward(*inst, a, g);
     };
-    if constexpr (!requires { inst->reps; })
+    if constexpr (!is_lift_instance<I>)
       b.attention_decode = [inst](const cpu::decode_args& a) { run_attention_decode(*inst, a); };
   }
   if constexpr (has_bias_parameters<I>) {

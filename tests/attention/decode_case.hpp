@@ -136,7 +136,7 @@ struct decode_case {
     cpu::rotate_qk_args r;  // K alone, [len, kv_heads, d], at positions 0 .. len − 1
     r.k = {k.data(), k.data(), kv_heads, static_cast<std::int64_t>(k.size()), len * kv_heads * d, kv_heads * d, d};
     r.seq_len = len;
-    if constexpr (requires { rotation_part(inst).rep; }) cpu::rotate_qk(rotation_part(inst), r);
+    if constexpr (rotates_qk_part<I>) cpu::rotate_qk(rotation_part(inst), r);
     if constexpr (cpu::rotates_by_phase<I>) {  // each key turned by the phase of its position
       std::vector<std::int64_t> positions(static_cast<std::size_t>(len));
       std::iota(positions.begin(), positions.end(), 0);

@@ -21,12 +21,12 @@
 namespace grape::emulation {
 
 template <class I>
-constexpr bool rotates = requires(const I& i) { rotation_part(i).rep; } || cpu::rotates_by_phase<I>;
+constexpr bool rotates = rotates_qk_part<I> || cpu::rotates_by_phase<I>;
 
 /// The rotation planes of an instance's rotation (RoPE and its kin), which have frequencies.
 template <class I>
 std::optional<rotary_spec> plane_spec_of(const I& inst) {
-  if constexpr (requires { rotation_part(inst).rep; }) {
+  if constexpr (rotates_qk_part<I>) {
     const auto& rotation = rotation_part(inst);
     return kernel_traits<decltype(rotation.rep)>::plane_spec(rotation);
   } else {

@@ -107,3 +107,26 @@ def test_the_attention_ops_pass_opcheck():
     args = (q, k2, v2, "rotary+alibi", [inv_freq, slopes], D, D, "half_split", 1.0, "", 128, True, 1e-6,
             "", torch.arange(4, SEQ + 4), None, None, torch.arange(SEQ + 4), None, None, True, 0, None)
     torch.library.opcheck(torch.ops.grape.attention.default, args)
+
+
+def test_a_loaded_cpp_bias_compiles_into_one_graph_with_its_parameters_gradient():
+    """grape.load_encoding's log-distance bias (examples/log_distance.hpp) as plain values (a
+    BuiltinSpec naming the loaded type), its slopes learned through bias_params."""
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    loaded = grape.load_encoding(os.path.join(root, "examples", "log_distance.hpp"), "log_distance")
+    encoding = grape.torch.plain(loaded.make(HEADS, D))
+    g = torch.Generator().manual_seed(14)
+    q, k, v = (torch.randn(2, SEQ, HEADS, D, generator=g, requires_grad=True) for _ in range(3))
+    slopes = torch.tensor(loaded.make(HEADS, D).bias_params, dtype=torch.float64, requires_grad=True)
+
+    def loss(q, k, v, slopes):
+        return attention(q, k, v, encoding, bias_params=slopes, causal=True).square().sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    eager, got = loss(q, k, v, slopes), compiled(q, k, v, slopes)
+    torch.testing.assert_close(got, eager)
+    for a, b in zip(torch.autograd.grad(got, [q, k, v, slopes]), torch.autograd.grad(eager, [q, k, v, slopes])):
+        torch.testing.assert_close(a, b)
+        assert b.abs().max() > 0

@@ -22,7 +22,7 @@ namespace grape {
 /// 0: any.
 template <class I>
 std::int64_t encoding_heads(const I& inst) {
-  if constexpr (requires { inst.bias; } || requires { inst.reps; } || cpu::rotates_by_phase<I>) return inst.heads();
+  if constexpr (has_score_bias<I> || is_lift_instance<I> || is_phase_rotation<I>) return inst.heads();
   else return 0;
 }
 
@@ -183,13 +183,13 @@ struct attention_call {
  private:
   /// Whether cpu::attention multiplies this call's tiles in bf16 (its storage and the path asked for).
   bool bf16_products() const {
-    if constexpr (requires { inst.reps; }) return false;
+    if constexpr (is_lift_instance<I>) return false;
     else return cpu::matmul_path_for(args.qk.type) == cpu::matmul_path::avx512_bf16;
   }
 
   /// Channels of an encoded operand: d, or d + 2 for a lift.
   int width() const {
-    if constexpr (requires { inst.reps; }) return d + 2;
+    if constexpr (is_lift_instance<I>) return d + 2;
     else return d;
   }
 
@@ -210,12 +210,12 @@ struct attention_call {
           for (int c = 0; c < d; ++c) in[c] = at(c);
           double* y = all.data() + (t * heads + h) * w;
           const std::array<std::int64_t, 1> m{position(b, i)};
-          if constexpr (requires { inst.reps; }) {
+          if constexpr (is_lift_instance<I>) {
             in[d] = key ? 0.0 : 1.0;
             in[d + 1] = key ? 1.0 : 0.0;
             const auto& rep = inst.representation(static_cast<int>(h));
             key ? rep.apply_key(m, in.data(), y) : rep.apply(m, in.data(), y);
-          } else if constexpr (requires { rotation_part(inst).rep; }) {
+          } else if constexpr (rotates_qk_part<I>) {
             rotation_part(inst).encode(key, m, in.data(), y);
           } else if constexpr (cpu::rotates_by_phase<I>) {
             inst.encode(static_cast<int>(h), inst.phase(static_cast<int>(h), m[0]), in.data(), y);

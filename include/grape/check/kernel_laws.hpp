@@ -43,9 +43,9 @@ constexpr bool lacks_view = [] {
 /// E's instance rotates Q and K (rotate_qk, alone or in a composition), or lifts them (lift_qk):
 /// what the rotation and lift kernels take, given a view.
 template <class E>
-constexpr bool rotates_qk = requires(const typename E::instance& i) { rotation_part(i).rep; };
+constexpr bool rotates_qk = rotates_qk_part<typename E::instance>;
 template <class E>
-constexpr bool lifts_qk = requires(const typename E::instance& i) { i.reps; };
+constexpr bool lifts_qk = is_lift_instance<typename E::instance>;
 
 /// The row of a kernel law that would take E's kind but cannot run it.
 inline constexpr std::string_view no_view = "no view() — see docs/concepts.md";
@@ -242,10 +242,7 @@ struct bias_tile_law {
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
     const auto& inst = t.instance;
-    const auto& bias = [&]() -> const auto& {
-      if constexpr (requires { inst.bias.bias; }) return inst.bias.bias;  // a composed instance's bias part
-      else return inst.bias;
-    }();
+    const auto& bias = score_bias_of(inst);  // a composed instance's bias part
     const std::int64_t q_len = *rc::gen::inRange<std::int64_t>(1, 17), k_len = *rc::gen::inRange<std::int64_t>(1, 17);
     const std::int64_t q_start = std::min(std::abs(t.draw_position()), t.limit - q_len);
     const std::int64_t k_start = std::min(std::abs(t.draw_position()), t.limit - k_len);

@@ -20,6 +20,7 @@
 #include "grape/check/report.hpp"
 #include "grape/detail/random.hpp"
 #include "grape/encoding.hpp"
+#include "grape/inject/instance_kind.hpp"
 #include "grape/inject/score_bias.hpp"
 
 namespace grape::detail {
@@ -33,7 +34,7 @@ constexpr bool has_representation = !std::is_same_v<typename E::representation, 
 /// What the laws need, read from the instance and the injection rather than from a closed list
 /// of injection kinds: an embedding table (shift_linear), a content-dependent bias.
 template <class E>
-constexpr bool is_embedding = requires(const typename E::instance& i) { i.table; };
+constexpr bool is_embedding = adds_embedding<typename E::instance>;
 
 template <class E>
 constexpr bool has_content_bias = [] {

@@ -27,9 +27,12 @@ struct composed_instance {
 
 /// The rotation part of an instance that rotates Q and K: itself, or a composed instance's.
 template <class I>
-const auto& rotation_part(const I& inst) {
-  if constexpr (requires { inst.rotation; }) return inst.rotation;
-  else return inst;
+const I& rotation_part(const I& inst) {
+  return inst;
+}
+template <class RotateInstance, class BiasInstance>
+const RotateInstance& rotation_part(const composed_instance<RotateInstance, BiasInstance>& inst) {
+  return inst.rotation;
 }
 
 template <class I>
