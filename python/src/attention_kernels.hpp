@@ -1,22 +1,18 @@
 #pragma once
-// The fused-attention kernels the module calls, one set per kernel instance type. Declared here and
+// The fused-attention kernels the module calls, one set per kernel instance type. Declared here;
+// the module's own encoding kinds (attention.cpp: RoPE, ALiBi, T5, FoX, the paper's biases, ...) are
 // explicitly instantiated in attention_kernels_*.cpp, a few instance types per translation unit, so
-// that no unit compiles every flash loop (each is a forward, a backward and a decode, per dtype).
+// that no unit compiles every flash loop (each is a forward, a backward and a decode, per dtype);
+// any other built-in's in its own unit (builtin_kernels_one.cpp), a loaded type's in its library.
 #include "cpu/attention_backward.hpp"
 #include "cpu/attention_decode.hpp"
 #include "grape/encodings/alibi.hpp"
-#include "grape/encodings/axial_2d.hpp"
 #include "grape/encodings/fox.hpp"
 #include "grape/encodings/grape_a_gated.hpp"
-#include "grape/encodings/grape_a.hpp"
 #include "grape/encodings/grape_ap.hpp"
-#include "grape/encodings/grape_m.hpp"
-#include "grape/encodings/liere_2d.hpp"
 #include "grape/encodings/mrope.hpp"
 #include "grape/encodings/rotary_table.hpp"
-#include "grape/encodings/string_rope.hpp"
 #include "grape/encodings/t5_buckets.hpp"
-#include "grape/encodings/xpos.hpp"
 #include "grape/inject/compose.hpp"
 #include "grape/inject/rotate_by_phase.hpp"
 
@@ -50,6 +46,7 @@ void run_attention_decode(const I& inst, const cpu::decode_args& a);
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, cpu::no_encoding)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_half)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_interleaved)
+GRAPE_PYTHON_ATTENTION_KERNELS(extern, mrope::instance)  // a RotaryEncoding with M-RoPE's sections
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, alibi::instance)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, fox::instance)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, t5_buckets::instance)
@@ -58,14 +55,5 @@ GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_interleaved_alibi)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, gated_grape_a)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, path_integral)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, phase_rotation)
-// The other built-ins, for grape.encoding(...) objects (attention_kernels_builtin*.cpp); RoPE, ALiBi,
-// T5, FoX, RoPE + ALiBi and the paper's biases are the instance types above.
-GRAPE_PYTHON_ATTENTION_KERNELS(extern, xpos::instance)
-GRAPE_PYTHON_ATTENTION_KERNELS(extern, grape_m::instance)
-GRAPE_PYTHON_ATTENTION_KERNELS(extern, mrope::instance)
-GRAPE_PYTHON_ATTENTION_KERNELS(extern, axial_2d::instance)
-GRAPE_PYTHON_ATTENTION_KERNELS(extern, string_rope::instance)
-GRAPE_PYTHON_ATTENTION_KERNELS(extern, liere_2d::instance)
-GRAPE_PYTHON_ATTENTION_KERNELS_NO_DECODE(extern, grape_a::instance)
 
 }  // namespace grape::python

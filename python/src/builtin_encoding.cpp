@@ -1,7 +1,7 @@
 // grape.encoding(name, **params): any built-in encoding made from its parameters (those not given
 // take the type's default_params()), read through Hana's reflection of its params struct, so a new
-// built-in needs nothing here. Those that rotate Q and K run grape.rotate_qk and its backward
-// through the instance kernel (builtin_rotate.hpp: xPos, GRAPE-M, STRING, LieRE, ...); those with
+// built-in needs nothing here (its kernels: builtin_kernels.hpp). Those that rotate Q and K run
+// grape.rotate_qk and its backward through the instance kernel (xPos, GRAPE-M, STRING, LieRE, ...); those with
 // a score bias give its tile (cpu::bias_tile_of: ALiBi, T5, FoX, RoPE+ALiBi's bias, gated GRAPE-A,
 // GRAPE-AP), those added to the input their embedding (cpu::add_embedding_of).
 #include <boost/hana/accessors.hpp>
@@ -24,9 +24,9 @@
 
 #include "bias_tile_array.hpp"
 #include "builtin_encoding.hpp"
+#include "builtin_kernels.hpp"
 #include "grape/builtins.hpp"
 #include "grape/detail/error.hpp"
-#include "make_encoding_kernels.hpp"
 #include "grape/schedule/spec_check.hpp"
 #include "qk_args.hpp"
 
@@ -96,7 +96,7 @@ template <class E>
 builtin_encoding make_builtin(const nb::dict& given) {
   typename E::params p = E::default_params();
   read_params(p, given, std::string(E::name));
-  return builtin_encoding(make_encoding_kernels<E>(p), params_dict(p));
+  return builtin_encoding(builtin_kernels<E>(p), params_dict(p));
 }
 
 builtin_encoding make_named(const std::string& name, const nb::dict& given) {

@@ -1,7 +1,8 @@
 #pragma once
 // rotate_qk and its backward on a built-in's instance (cpu::rotate_qk(instance, args),
-// kernels/cpu/encode_qk.hpp), for the built-ins whose injection rotates Q and K;
-// instantiated at -O3 in builtin_rotate.cpp, apart from the bindings.
+// kernels/cpu/encode_qk.hpp), for the encodings whose injection rotates Q and K; defined in
+// builtin_rotate.tpp, instantiated at -O3 in each built-in's unit (builtin_kernels_one.cpp) and in
+// a loaded type's library.
 #include "cpu/encode_qk.hpp"
 #include "grape/inject/instance_kind.hpp"
 

@@ -1,6 +1,6 @@
 #pragma once
 // The definition behind builtin_rotate.hpp, included by the units that instantiate it
-// (builtin_rotate.cpp for the built-ins, user_encoding.tpp for a loaded one).
+// (builtin_kernels_one.cpp for the built-ins, user_encoding.tpp for a loaded one).
 #include "builtin_rotate.hpp"
 
 namespace grape::python {

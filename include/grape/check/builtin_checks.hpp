@@ -1,6 +1,8 @@
 #pragma once
-// The checker, instantiated once per built-in in src/check/ (compile time stays split per
-// encoding); code that includes this header links grape_check instead of re-instantiating.
+// The checker, instantiated once per name of GRAPE_BUILTINS (src/check/check_one_builtin.cpp,
+// compiled once per built-in) and for the rotary tables in src/check/check_rotary.cpp (compile time
+// stays split per encoding); code that includes this header links grape_check instead of
+// re-instantiating.
 #include <string_view>
 
 #include "grape/builtins.hpp"
@@ -12,25 +14,7 @@
   extern template check_report check<E>(const std::optional<E::params>&, const check_options&);
 
 namespace grape {
-GRAPE_DECLARE_CHECK(rope)
-GRAPE_DECLARE_CHECK(rope_interleaved)
-GRAPE_DECLARE_CHECK(sinusoidal)
-GRAPE_DECLARE_CHECK(learned_absolute)
-GRAPE_DECLARE_CHECK(alibi)
-GRAPE_DECLARE_CHECK(t5_buckets)
-GRAPE_DECLARE_CHECK(xpos)
-GRAPE_DECLARE_CHECK(grape_m)
-GRAPE_DECLARE_CHECK(grape_a)
-GRAPE_DECLARE_CHECK(mrope)
-GRAPE_DECLARE_CHECK(axial_2d)
-GRAPE_DECLARE_CHECK(fox)
-GRAPE_DECLARE_CHECK(string_rope)
-GRAPE_DECLARE_CHECK(liere_2d)
-GRAPE_DECLARE_CHECK(rope_alibi)
-GRAPE_DECLARE_CHECK(grape_a_key_gated)
-GRAPE_DECLARE_CHECK(grape_a_qk_gated)
-GRAPE_DECLARE_CHECK(grape_ap_relative)
-GRAPE_DECLARE_CHECK(grape_m_contextual)
+GRAPE_BUILTINS(GRAPE_DECLARE_CHECK)
 GRAPE_DECLARE_CHECK(rotary_table<layout_kind::half_split>)
 GRAPE_DECLARE_CHECK(rotary_table<layout_kind::interleaved>)
 }  // namespace grape
