@@ -4,6 +4,7 @@ tensors) plus plain values (`Spec`), so that on torch >= 2.4 the fused attention
 are the torch custom ops grape::attention and grape::attention_backward (torch.compile keeps them
 in its graph); on an older torch the same two functions run inside a torch.autograd.Function.
 Every encoding grape.torch.attention takes is a kind ("builtin" for a grape.encoding(...) object,
+"builtin_freq" for one whose rotation planes' frequencies are learned,
 "rotary" with sections for M-RoPE); anything else gets grape.attention's own error (refuse)."""
 import dataclasses as _dataclasses
 import json as _json
@@ -16,8 +17,9 @@ from grape import _attention
 
 # The kinds whose first tensor is a frequency table: its gradient is the module's d_inv_freq, the
 # others' the module's d_bias (in the order of the list).
-_FREQUENCY_FIRST = ("rotary", "rotary+alibi", "grape_m")
-KINDS = ("none", "builtin", "rotary", "alibi", "rotary+alibi", "t5", "fox", "grape_a", "grape_ap", "grape_m")
+_FREQUENCY_FIRST = ("rotary", "rotary+alibi", "grape_m", "builtin_freq")
+KINDS = ("none", "builtin", "builtin_freq", "rotary", "alibi", "rotary+alibi", "t5", "fox", "grape_a", "grape_ap",
+         "grape_m")
 
 
 @_dataclasses.dataclass(frozen=True)
@@ -97,6 +99,8 @@ def _module_arguments(kind, params, spec):
     if kind == "builtin":  # with one tensor: its score bias's parameters (bias_params)
         encoding = BuiltinSpec(spec.builtin).encoding()
         return (encoding.with_bias_params(_float64(params[0]).tolist()) if params else encoding), {}
+    if kind == "builtin_freq":  # its rotation planes' frequencies (inv_freq)
+        return BuiltinSpec(spec.builtin).encoding().with_inv_freq(_float64(params[0]).tolist()), {}
     if kind == "rotary":
         return rotary(), {}
     if kind == "alibi":

@@ -567,7 +567,8 @@ def attention(q, k, v, encoding=None, *, slopes=None, inv_freq=None, t5_table=No
       slopes [heads]      ALiBi with these slopes (learned ALiBi); with a RotaryEncoding as
                           `encoding`, RoPE and ALiBi together;
       inv_freq [d/2]      the rotary `encoding` (alone or the first of a (rotary, ALiBi) pair) with
-                          this frequency table (learned frequencies);
+                          this frequency table (learned frequencies); also a grape.encoding(...) or
+                          loaded encoding that rotates by planes on one axis (its .inv_freq);
       t5_table [num_buckets, heads]  the T5Encoding `encoding`'s buckets with this table;
       log_forget [heads, length] or [batch, heads, seq]  FoX's log forget gates (per sequence with a
                           batch dimension: q, k, v then [batch, seq, heads, d]);
@@ -686,6 +687,9 @@ def _attention_bthd(q, k, v, encoding, *, slopes, inv_freq, t5_table, log_forget
         if log_forget.dim() == 3:  # one gate sequence per batch element
             return per_batch_element("fox", [log_forget], [0])
         return call("fox", [log_forget])
+    if learned == "inv_freq" and isinstance(encoding, (BuiltinSpec, _grape.BuiltinEncoding)):
+        # A rotation by planes on one axis (rope, rope_alibi, a loaded type's): checked by with_inv_freq.
+        return call("builtin_freq", [inv_freq], _kinds.Spec(builtin=BuiltinSpec.of(encoding).json))
     rotary = _rotary_table(encoding[0] if isinstance(encoding, tuple) and len(encoding) == 2 else encoding)
     if learned == "inv_freq" and rotary is None:
         raise _grape.GrapeError("grape: attention: inv_freq replaces a RotaryEncoding's table; pass the encoding")

@@ -446,17 +446,22 @@ void bind_attention(nb::module_& m) {
           std::pair<std::optional<std::vector<double>>, std::optional<std::vector<double>>> params;
           const encoding_arrays arrays{log_forget, grape_a, grape_ap, grape_m};
           if (const builtin_encoding* b = builtin_of(encoding, arrays)) {
-            if (inv_freq_grad || (bias_grad && b->bias_parameters.empty()))
-              throw input_error(fmt::format("{}: for {} the backward gives dq, dk and dv{}",
-                                            inv_freq_grad ? "inv_freq_grad" : "bias_grad", b->name,
-                                            b->bias_parameters.empty() ? "" : " and its bias parameters' gradient"));
+            if ((inv_freq_grad && b->frequencies.empty()) || (bias_grad && b->bias_parameters.empty()))
+              throw input_error(fmt::format("{}: for {} the backward gives dq, dk and dv{}{}",
+                                            bias_grad && b->bias_parameters.empty() ? "bias_grad" : "inv_freq_grad",
+                                            b->name,
+                                            b->bias_parameters.empty() ? "" : ", its bias parameters' gradient",
+                                            b->frequencies.empty() ? "" : ", its frequencies' gradient"));
             std::vector<double> bias(bias_grad ? b->bias_parameters.size() : 0);
+            std::vector<double> freq(inv_freq_grad ? b->frequencies.size() : 0);
             g.grad_bias = bias_grad ? bias.data() : nullptr;
+            g.grad_inv_freq = inv_freq_grad ? freq.data() : nullptr;
             if (!no_tokens(a.qk)) {
               nb::gil_scoped_release release;
               b->attention_backward(a, g);
             }
             if (bias_grad) params.first = std::move(bias);
+            if (inv_freq_grad) params.second = std::move(freq);
             return params;
           }
           const int head_dim = static_cast<int>(q.shape(q.ndim() - 1));

@@ -43,6 +43,9 @@ void run_attention_decode(const I& inst, const cpu::decode_args& a);
   GRAPE_PYTHON_ATTENTION_KERNELS_NO_DECODE(EXTERN, I)  \
   EXTERN template void run_attention_decode<I>(const I&, const cpu::decode_args&);
 
+// A library grape.load_encoding compiles has none of the module's instantiations to link against: it
+// instantiates what its type needs itself (user_encoding.tpp defines GRAPE_PYTHON_OWN_KERNELS).
+#ifndef GRAPE_PYTHON_OWN_KERNELS
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, cpu::no_encoding)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_half)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_interleaved)
@@ -55,5 +58,6 @@ GRAPE_PYTHON_ATTENTION_KERNELS(extern, rotary_interleaved_alibi)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, gated_grape_a)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, path_integral)
 GRAPE_PYTHON_ATTENTION_KERNELS(extern, phase_rotation)
+#endif
 
 }  // namespace grape::python

@@ -181,6 +181,17 @@ void bind_builtin_encodings(nb::module_& m) {
             return builtin_encoding(e.with_bias_parameters(values), e.params);
           },
           "values"_a, "The same encoding with its score bias's parameters set to these values.")
+      .def_prop_ro("inv_freq", [](const builtin_encoding& e) { return e.frequencies; },
+                   "a rotation by planes on one position axis: each plane's frequency (radians per position), "
+                   "whose gradient grape.torch.attention(inv_freq=...) gives; empty for other representations")
+      .def(
+          "with_inv_freq",
+          [](const builtin_encoding& e, const std::vector<double>& values) {
+            if (!e.with_frequencies)
+              throw input_error(fmt::format("inv_freq: {} is not a rotation by planes on one position axis", e.name));
+            return builtin_encoding(e.with_frequencies(values), e.params);
+          },
+          "values"_a, "The same encoding with its planes turning by these frequencies.")
       .def("describe", &describe)
       .def("__repr__", &describe);
 

@@ -19,7 +19,7 @@
 namespace grape::python {
 
 /// The version of encoding_kernels' layout; a loaded library built against another is refused.
-inline constexpr int encoding_kernels_abi = 1;
+inline constexpr int encoding_kernels_abi = 2;
 
 struct encoding_kernels {
   std::string name, summary, injection, described;
@@ -41,6 +41,11 @@ struct encoding_kernels {
   // same encoding with other values of them; empty: none.
   std::vector<double> bias_parameters;
   std::function<encoding_kernels(const std::vector<double>&)> with_bias_parameters;
+  // A rotation by planes on one position axis: each plane's frequency θ_i (radians per position),
+  // whose gradient the fused attention's backward gives, and the same encoding with other θ; empty:
+  // none (another representation: quaternions, scaled planes, ...).
+  std::vector<double> frequencies;
+  std::function<encoding_kernels(const std::vector<double>&)> with_frequencies;
 };
 
 }  // namespace grape::python

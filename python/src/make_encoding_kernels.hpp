@@ -3,6 +3,7 @@
 // found by what cpu:: accepts for E's instance. builtin_encoding.cpp makes the built-ins' with it;
 // a library that grape.load_encoding compiles makes a user's type's (user_encoding.tpp): the same
 // template, so a user's encoding has exactly the calls a built-in has.
+#include <cmath>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -16,7 +17,9 @@
 #include "encoding_kernels.hpp"
 #include "grape/detail/describe.hpp"
 #include "grape/detail/params_json.hpp"
+#include "grape/inject/instance_kind.hpp"
 #include "grape/inject/score_bias.hpp"
+#include "grape/rep/rotation_planes.hpp"
 #include "grape/schedule/spec_check.hpp"
 
 namespace grape::python {
@@ -83,6 +86,22 @@ encoding_kernels kernels_of_instance(std::shared_ptr<const typename E::instance>
       mutable_bias_part(*moved)->set_parameters(values.data());
       return kernels_of_instance<E>(std::move(moved), described, params_json);
     };
+  }
+  if constexpr (rotates_qk_part<I>) {
+    using R = std::remove_cvref_t<decltype(rotation_part(*inst).rep)>;
+    if constexpr (std::is_same_v<R, rotation_planes<1>>) {
+      for (const auto& w : rotation_part(*inst).rep.frequencies()) b.frequencies.push_back(w[0]);
+      b.with_frequencies = [inst, described, params_json](const std::vector<double>& values) {
+        if (values.size() != rotation_part(*inst).rep.frequencies().size())
+          throw input_error(fmt::format("inv_freq: {} turns {} planes (got {} frequencies)", E::name,
+                                        rotation_part(*inst).rep.frequencies().size(), values.size()));
+        for (std::size_t i = 0; i < values.size(); ++i)
+          if (!std::isfinite(values[i])) throw input_error(fmt::format("inv_freq[{}]: must be finite", i));
+        auto moved = std::make_shared<I>(*inst);
+        const_cast<R&>(rotation_part(*moved).rep) = R::from_inv_freq(values);
+        return kernels_of_instance<E>(std::move(moved), described, params_json);
+      };
+    }
   }
   return b;
 }

@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#define GRAPE_PYTHON_OWN_KERNELS  // every kernel its type needs is instantiated here
 #include "attention_kernels.tpp"
 #include "builtin_rotate.tpp"
 #include "cpu/matmul_path.hpp"

@@ -339,3 +339,44 @@ def test_grape_gen_cuda_target_and_bad_input(quaternion, log_distance, tmp_path)
     cli = subprocess.run([grape._check.cli_path(), "gen", "--header", "x.hpp", "--type", "x", "--target", "cpp",
                           "--out", str(tmp_path / "x.cpp")], capture_output=True, text=True)
     assert cli.returncode == 2 and cli.stderr.startswith("grape: gen: --header and --type compile a type of your own")
+
+
+def rope_reference(q, k, inv_freq, positions):
+    """Half-split RoPE in float64: channel i pairs with i + d/2, turned by positions·inv_freq[i]."""
+    angle = positions[:, None].double() * inv_freq[None, :]  # [t, d/2]
+    cos, sin = torch.cos(angle)[:, None, :], torch.sin(angle)[:, None, :]
+
+    def turn(x):
+        a, b = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    return turn(q), turn(k)
+
+
+@pytest.mark.parametrize("source", ["built-in rope", "loaded hour_of_day_rope"])
+def test_rotation_frequencies_train_through_the_fused_attention(source):
+    torch.manual_seed(5)
+    t, h, d = 20, 2, 8
+    if source == "built-in rope":
+        enc = grape.encoding("rope", head_dim=d, rotary_dim=d)
+    else:  # the tutorial's cyclic RoPE, a user's type on rotation planes (examples/hour_of_day_rope.hpp)
+        loaded = grape.load_encoding(os.path.join(EXAMPLES, "hour_of_day_rope.hpp"), "hour_of_day_rope<true>")
+        enc = loaded.make(d)
+        assert np.allclose(enc.inv_freq, [2 * math.pi * (i + 1) / 24 for i in range(d // 2)], rtol=0, atol=1e-15)
+    inv_freq = torch.tensor(enc.inv_freq, dtype=torch.float64) * 1.3  # away from the type's own table
+    q, k, v = (torch.randn(t, h, d, dtype=torch.float64) for _ in range(3))
+    ours = [x.float().requires_grad_() for x in (q, k, v)]
+    mine = inv_freq.clone().requires_grad_()
+    out = gt.attention(*ours, enc, inv_freq=mine, causal=True)
+    ref_in = [x.clone().requires_grad_() for x in (q, k, v)]
+    ref_freq = inv_freq.clone().requires_grad_()
+    qr, kr = rope_reference(ref_in[0], ref_in[1], ref_freq, torch.arange(t))
+    ref = dense_attention(qr, kr, ref_in[2])
+    assert (out.double() - ref).abs().max() < 2e-5
+    grad = torch.randn_like(ref)
+    out.backward(grad.float())
+    ref.backward(grad)
+    for got, want in zip(ours, ref_in):
+        assert (got.grad.double() - want.grad).abs().max() < 5e-5
+    assert (mine.grad - ref_freq.grad).abs().max() < 1e-4 * max(1.0, ref_freq.grad.abs().max().item())
+    with pytest.raises(grape.GrapeError, match=r"^grape: inv_freq: \w+ turns 4 planes \(got 3 frequencies\)$"):
+        gt.attention(*ours, enc, inv_freq=torch.ones(3, dtype=torch.float64))
