@@ -111,6 +111,16 @@ builtin_encoding make_named(const std::string& name, const nb::dict& given) {
   return std::move(*made);
 }
 
+/// with_bias_params / with_inv_freq: the encoding with new values of one kind of its parameters,
+/// or one line naming the argument and saying it has none (`what`, after the encoding's name).
+auto with_values(std::function<encoding_kernels(const std::vector<double>&)> encoding_kernels::*make,
+                 const char* argument, const char* what) {
+  return [make, argument, what](const builtin_encoding& e, const std::vector<double>& values) {
+    if (!(e.*make)) throw input_error(fmt::format("{}: {} {}", argument, e.name, what));
+    return builtin_encoding((e.*make)(values), e.params);
+  };
+}
+
 std::string describe(const builtin_encoding& e) {
   return fmt::format("{}({}): {}; {}", e.name, e.described, e.summary, e.injection);
 }
@@ -173,25 +183,15 @@ void bind_builtin_encodings(nb::module_& m) {
       .def_prop_ro("bias_params", [](const builtin_encoding& e) { return e.bias_parameters; },
                    "the score bias's own parameters (BiasWithParameters: ALiBi's slopes, a log-distance bias's), "
                    "whose gradient grape.torch.attention(bias_params=...) gives; empty if it has none")
-      .def(
-          "with_bias_params",
-          [](const builtin_encoding& e, const std::vector<double>& values) {
-            if (!e.with_bias_parameters)
-              throw input_error(fmt::format("bias_params: {} has no score bias with parameters to set", e.name));
-            return builtin_encoding(e.with_bias_parameters(values), e.params);
-          },
-          "values"_a, "The same encoding with its score bias's parameters set to these values.")
+      .def("with_bias_params", with_values(&encoding_kernels::with_bias_parameters, "bias_params",
+                                                 "has no score bias with parameters"),
+           "values"_a, "The same encoding with its score bias's parameters set to these values.")
       .def_prop_ro("inv_freq", [](const builtin_encoding& e) { return e.frequencies; },
                    "a rotation by planes on one position axis: each plane's frequency (radians per position), "
                    "whose gradient grape.torch.attention(inv_freq=...) gives; empty for other representations")
-      .def(
-          "with_inv_freq",
-          [](const builtin_encoding& e, const std::vector<double>& values) {
-            if (!e.with_frequencies)
-              throw input_error(fmt::format("inv_freq: {} is not a rotation by planes on one position axis", e.name));
-            return builtin_encoding(e.with_frequencies(values), e.params);
-          },
-          "values"_a, "The same encoding with its planes turning by these frequencies.")
+      .def("with_inv_freq", with_values(&encoding_kernels::with_frequencies, "inv_freq",
+                                              "is not a rotation by planes on one axis"),
+           "values"_a, "The same encoding with its planes turning by these frequencies.")
       .def("describe", &describe)
       .def("__repr__", &describe);
 

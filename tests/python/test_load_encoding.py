@@ -380,3 +380,13 @@ def test_rotation_frequencies_train_through_the_fused_attention(source):
     assert (mine.grad - ref_freq.grad).abs().max() < 1e-4 * max(1.0, ref_freq.grad.abs().max().item())
     with pytest.raises(grape.GrapeError, match=r"^grape: inv_freq: \w+ turns 4 planes \(got 3 frequencies\)$"):
         gt.attention(*ours, enc, inv_freq=torch.ones(3, dtype=torch.float64))
+
+
+def test_setting_parameters_an_encoding_lacks_is_one_line(quaternion, log_distance):
+    with pytest.raises(grape.GrapeError, match=r"^grape: bias_params: quaternion_rope has no score bias with "
+                                               r"parameters$"):
+        quaternion.make(8, 1e4, 1).with_bias_params([1.0])
+    with pytest.raises(grape.GrapeError, match=r"^grape: inv_freq: log_distance is not a rotation by planes on one "
+                                               r"axis$"):
+        log_distance.make(4, 8).with_inv_freq([1.0])
+    assert quaternion.make(8, 1e4, 1).inv_freq == []  # quaternion blocks, not planes
