@@ -5,13 +5,11 @@ and decode, grape.torch.attention with gradients against float64 autograd (the s
 cache. The references are the encodings' formulas in float64: the quaternion rotation's angle
 m·base^(-4b/d) and its left-multiplication structure, the bias -λ_h·log(1 + |m − n|) with
 λ_h = 2^(-8(h+1)/H)."""
-import json
 import math
 import os
 import shutil
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
