@@ -22,7 +22,6 @@ foreach(_line IN LISTS _grape_build_lines)
     set(_grape_build_${CMAKE_MATCH_1} "${CMAKE_MATCH_2}")
   endif()
 endforeach()
-list(REMOVE_ITEM _grape_build_include_dirs /usr/include /usr/local/include)
 
 function(_grape_encoding_target target name kind source)
   if(kind STREQUAL "library")

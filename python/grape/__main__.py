@@ -11,8 +11,9 @@ from ._grape import GrapeError
 
 
 def _gen_user_type(argv):
-    parser = argparse.ArgumentParser(prog="grape gen", description="Write one self-contained C++ or CUDA source "
-                                     "that rotates Q and K as grape's CPU kernel does for a C++ encoding type of your own")
+    parser = argparse.ArgumentParser(
+        prog="grape gen", description="Write one self-contained C++ or CUDA source that rotates Q and K as grape's "
+                                      "CPU kernel does for a C++ encoding type of your own")
     parser.add_argument("--header", required=True, help="the header that declares the type")
     parser.add_argument("--type", required=True, help='the C++ type, e.g. "quaternion_rope<>"')
     parser.add_argument("--params", help="its parameters as JSON: an object by name, or a list in member order "
@@ -22,17 +23,16 @@ def _gen_user_type(argv):
     parser.add_argument("--out", required=True, help="the source file to write")
     parser.add_argument("--name", help="the name in the entry point grape_<name>_encode (default: the type's)")
     args = parser.parse_args(argv)
-    from ._load import load_encoding
+    from ._load import as_arguments, load_encoding
     params = []
     if args.params is not None:
         text = open(args.params, encoding="utf-8").read() if os.path.isfile(args.params) else args.params
         try:
-            value = json.loads(text)
+            params = json.loads(text)
         except ValueError as e:
             raise GrapeError("grape: --params: not JSON (%s)" % e)
-        params = value
     loaded = load_encoding(args.header, args.type, include_dirs=args.include_dir)
-    values, named = (params, {}) if isinstance(params, list) else ((), params)
+    values, named = as_arguments(params)
     print(loaded.generate(args.out, *values, target=args.target, name=args.name, **named))
 
 

@@ -18,13 +18,19 @@ def cli_path():
     return path
 
 
-def _run(args):
-    """Runs the CLI; a bad argument (exit 2) raises GrapeError with its one-line message."""
-    done = subprocess.run([cli_path()] + args, capture_output=True, text=True)
-    if done.returncode not in (0, 1):
-        lines = done.stderr.strip().splitlines() or ["grape %s exited %d" % (" ".join(args), done.returncode)]
+def run_process(cmd, ok=(0, 1)):
+    """Runs one of grape's programs (the CLI, a loaded type's checker or gen helper) and returns its
+    output; an exit outside `ok` (2: bad input) raises GrapeError with its one-line message."""
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode not in ok:
+        lines = done.stderr.strip().splitlines() or ["%s exited %d" % (" ".join(cmd), done.returncode)]
         raise GrapeError(lines[-1])
-    return json.loads(done.stdout)
+    return done.stdout
+
+
+def _run(args):
+    """Runs the CLI and reads its JSON."""
+    return json.loads(run_process([cli_path()] + args))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,13 +131,12 @@ def check(name, trials=100, seed=1, max_position=None):
         from ._check_python import check_python
         return check_python(name, trials=trials, seed=seed, max_position=max_position)
     from ._grape import BuiltinEncoding
-    from ._load import LoadedEncoding, loaded
+    from ._load import LoadedEncoding, as_arguments, loaded
     if isinstance(name, LoadedEncoding):  # grape.load_encoding(...): its own checker, random parameters
         return name.check(trials=trials, seed=seed, max_position=max_position)
     if isinstance(name, BuiltinEncoding) and loaded(name.name) is not None:  # ... at these parameters
-        params = name.params  # a dict by name, or the values in order (a list: `list` is grape.list here)
-        return loaded(name.name).check(*(() if isinstance(params, dict) else params), trials=trials, seed=seed,
-                                       max_position=max_position, **(params if isinstance(params, dict) else {}))
+        values, named = as_arguments(name.params)
+        return loaded(name.name).check(*values, trials=trials, seed=seed, max_position=max_position, **named)
     if isinstance(name, BuiltinEncoding):  # grape.encoding(name, **params): the C++ laws at its parameters
         return _report(_run(["check", name.name, "--params", json.dumps(name.params), "--json", "--trials",
                              str(int(trials)), "--seed", str(int(seed))]

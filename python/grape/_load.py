@@ -33,9 +33,6 @@ def _sdk_build():
             key, _, value = line.rstrip("\n").partition("=")
             if key:
                 values[key] = [v for v in value.split(";") if v] if key != "cxx" else value
-    # The compiler searches these itself; named with -isystem they would reorder <cmath>'s #include_next.
-    values["include_dirs"] = [d for d in dict.fromkeys(values.get("include_dirs", []))
-                              if d not in ("/usr/include", "/usr/local/include")]
     return values
 
 
@@ -123,29 +120,30 @@ class LoadedEncoding:
             return dict(zip(self.param_names, values))
         return dict(params)
 
-    def make(self, *values, **params):
-        """The encoding at these parameters, as a grape.BuiltinEncoding."""
-        value = self._params_value(values, params)
+    def _params_json(self, values, params, none_given=None):
+        """The parameters as JSON; `none_given` instead where none are (the checker's and gen's "-":
+        the type's random or default ones)."""
+        if none_given is not None and not values and not params:
+            return none_given
         try:
-            text = json.dumps(value)
+            return json.dumps(self._params_value(values, params))
         except TypeError as e:
             raise GrapeError("grape: %s: parameters must be numbers, bools or lists of numbers (%s)" % (self.name, e))
-        return _grape._user_encoding(self.library, self.name, text, value)
+
+    def make(self, *values, **params):
+        """The encoding at these parameters, as a grape.BuiltinEncoding."""
+        text = self._params_json(values, params)
+        return _grape._user_encoding(self.library, self.name, text, json.loads(text))
 
     __call__ = make
 
     def check(self, *values, trials=100, seed=1, max_position=None, **params):
         """The laws the type claims, as grape.check reports a built-in's: with random parameters
         (the type's random_params) unless parameters are given, then at those."""
-        from ._check import _report
-        fixed = "-" if not values and not params else json.dumps(self._params_value(values, params))
-        checker = self._checker()
-        done = subprocess.run([checker, fixed, str(int(trials)), str(int(seed)),
-                               str(0 if max_position is None else int(max_position))], capture_output=True, text=True)
-        if done.returncode not in (0, 1):
-            lines = done.stderr.strip().splitlines() or ["%s exited %d" % (checker, done.returncode)]
-            raise GrapeError(lines[-1])
-        return _report(json.loads(done.stdout))
+        from ._check import _report, run_process
+        cmd = [self._checker(), self._params_json(values, params, "-"), str(int(trials)), str(int(seed)),
+               str(0 if max_position is None else int(max_position))]
+        return _report(json.loads(run_process(cmd)))
 
     def _checker(self):
         if self._built_checker is not None:
@@ -171,13 +169,14 @@ class LoadedEncoding:
         at `out` that rotates Q and K as cpu::rotate_qk does for the type at these parameters (its
         default_params() when none are given), its view's header text embedded (docs/generated-kernels.md).
         Returns the line grape gen prints."""
+        from ._check import run_process
         helper = self._helper("gen")
-        fixed = "-" if not values and not params else json.dumps(self._params_value(values, params))
-        view_type = _run_helper([helper, "view-type"]).strip()
+        view_type = run_process([helper, "view-type"], ok=(0,)).strip()
         headers = _view_headers(view_type, os.path.join(self._build_dir, "gen.deps.json"),
                                 [os.path.dirname(self.header), *self._compile_args["include_dirs"]])
         pairs = [x for spelling, path in headers for x in (spelling, path)]
-        return _run_helper([helper, "write", fixed, str(target), os.fspath(out), name or self.name, *pairs]).strip()
+        return run_process([helper, "write", self._params_json(values, params, "-"), str(target), os.fspath(out),
+                            name or self.name, *pairs], ok=(0,)).strip()
 
 
 # What _build makes: the template it instantiates, the file it writes, its optimisation, and which
@@ -284,14 +283,6 @@ def load_encoding(header, type_name, include_dirs=(), name=None):
                          args)
 
 
-def _run_helper(cmd):
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or ["%s exited %d" % (cmd[0], done.returncode)]
-        raise GrapeError(lines[-1])
-    return done.stdout
-
-
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
@@ -396,5 +387,12 @@ def encoding_named(name, params):
     type whose params struct names no members): what grape.torch's plain values rebuild."""
     lo = _loaded.get(name)
     if lo is not None:
-        return lo.make(*params) if isinstance(params, list) else lo.make(**params)
+        values, named = as_arguments(params)
+        return lo.make(*values, **named)
     return _grape._builtin_encoding(name, params)
+
+
+def as_arguments(params):
+    """An encoding's parameters as one value (a dict by name, or a list in member order, as
+    BuiltinEncoding.params and JSON hold them) split into the (values, named) a call takes."""
+    return ((), dict(params)) if isinstance(params, dict) else (tuple(params), {})

@@ -110,6 +110,19 @@ def dense_attention(q, k, v, bias=None, causal=True):
     return torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v)
 
 
+def expect_float64_agreement(out, ref, ours, ref_in, param=None, ref_param=None):
+    """grape's float32 output and the gradients of q, k, v (and of one encoding parameter) against a
+    float64 autograd reference, for one random upstream gradient."""
+    assert (out.double() - ref).abs().max() < 2e-5
+    grad = torch.randn_like(ref)
+    out.backward(grad.float())
+    ref.backward(grad)
+    for got, want in zip(ours, ref_in):
+        assert (got.grad.double() - want.grad).abs().max() < 5e-5
+    if param is not None:
+        assert (param.grad - ref_param.grad).abs().max() < 1e-4 * max(1.0, ref_param.grad.abs().max().item())
+
+
 def test_quaternion_trains_through_the_fused_attention_with_float64_gradients(quaternion):
     torch.manual_seed(0)
     t, h, d = 40, 2, 8
@@ -122,12 +135,7 @@ def test_quaternion_trains_through_the_fused_attention_with_float64_gradients(qu
     ref_in = [x.clone().requires_grad_() for x in (q, k, v)]
     rot = lambda x: torch.einsum("tij,thj->thi", rho, x)  # noqa: E731
     ref = dense_attention(rot(ref_in[0]), rot(ref_in[1]), ref_in[2])
-    assert (out.double() - ref).abs().max() < 2e-5
-    grad = torch.randn_like(ref)
-    out.backward(grad.float())
-    ref.backward(grad)
-    for mine, want in zip(ours, ref_in):
-        assert (mine.grad.double() - want.grad).abs().max() < 5e-5
+    expect_float64_agreement(out, ref, ours, ref_in)
 
 
 def test_quaternion_decode_matches_the_prefill(quaternion):
@@ -183,13 +191,7 @@ def test_log_distance_slopes_train_with_float64_gradients(log_distance):
     ref_in = [x.clone().requires_grad_() for x in (q, k, v)]
     ref_slopes = slopes.clone().requires_grad_()
     ref = dense_attention(*ref_in, bias=log_distance_bias(h, t, ref_slopes))
-    assert (out.double() - ref).abs().max() < 2e-5
-    grad = torch.randn_like(ref)
-    out.backward(grad.float())
-    ref.backward(grad)
-    for mine, want in zip(ours, ref_in):
-        assert (mine.grad.double() - want.grad).abs().max() < 5e-5
-    assert (mine_slopes.grad - ref_slopes.grad).abs().max() < 1e-4 * max(1.0, ref_slopes.grad.abs().max().item())
+    expect_float64_agreement(out, ref, ours, ref_in, mine_slopes, ref_slopes)
 
 
 def test_builtin_alibi_slopes_train_through_bias_params():
@@ -369,13 +371,7 @@ def test_rotation_frequencies_train_through_the_fused_attention(source):
     ref_freq = inv_freq.clone().requires_grad_()
     qr, kr = rope_reference(ref_in[0], ref_in[1], ref_freq, torch.arange(t))
     ref = dense_attention(qr, kr, ref_in[2])
-    assert (out.double() - ref).abs().max() < 2e-5
-    grad = torch.randn_like(ref)
-    out.backward(grad.float())
-    ref.backward(grad)
-    for got, want in zip(ours, ref_in):
-        assert (got.grad.double() - want.grad).abs().max() < 5e-5
-    assert (mine.grad - ref_freq.grad).abs().max() < 1e-4 * max(1.0, ref_freq.grad.abs().max().item())
+    expect_float64_agreement(out, ref, ours, ref_in, mine, ref_freq)
     with pytest.raises(grape.GrapeError, match=r"^grape: inv_freq: \w+ turns 4 planes \(got 3 frequencies\)$"):
         gt.attention(*ours, enc, inv_freq=torch.ones(3, dtype=torch.float64))
 
