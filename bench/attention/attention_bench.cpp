@@ -301,7 +301,7 @@ void materialized_attention(const Instance& inst, const problem& p, std::vector<
   Eigen::setNbThreads(p.threads);
   std::vector<float> q = p.q, k = p.k;
   if constexpr (requires { inst.rep; }) {
-    cpu::rotate_qk_args r = p.args.qk;
+    cpu::rotate_qk_args r = cpu::rotation_of(p.args.qk);
     r.q.in = r.q.out = q.data();
     r.k.in = r.k.out = k.data();
     cpu::rotate_qk(inst, r);

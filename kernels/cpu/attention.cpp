@@ -7,7 +7,7 @@
 
 namespace grape::cpu::detail {
 
-sequences sequences_of(const rotate_qk_args& a, const char* what) {
+sequences sequences_of(const qk_args& a, const char* what) {
   sequences s;
   if (a.batch < 1) throw input_error(fmt::format("batch must be >= 1 (got {})", a.batch));
   for (std::int64_t b = 0; b < a.batch; ++b) {
@@ -23,7 +23,7 @@ sequences sequences_of(const rotate_qk_args& a, const char* what) {
   return s;
 }
 
-void check_operand(const qk_tensor& t, const sequences& s, const rotate_qk_args& a, int dim, const char* name) {
+void check_operand(const qk_tensor& t, const sequences& s, const qk_args& a, int dim, const char* name) {
   if (t.in == nullptr) throw input_error(fmt::format("{}.in must not be null", name));
   if (t.heads < 1) throw input_error(fmt::format("{}.heads must be >= 1 (got {})", name, t.heads));
   if (t.token_stride < 0 || t.head_stride < 0 || t.batch_stride < 0)
@@ -39,7 +39,7 @@ void check_operand(const qk_tensor& t, const sequences& s, const rotate_qk_args&
     throw input_error(fmt::format("{}: the strides address {} elements but size is {}", name, last, t.size));
 }
 
-std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences& s, const char* what) {
+std::vector<std::int64_t> positions_of(const qk_args& a, const sequences& s, const char* what) {
   std::vector<std::int64_t> pos(static_cast<std::size_t>(s.total));
   for (std::size_t b = 0; b < s.first.size(); ++b)
     for (std::int64_t i = 0; i < s.len[b]; ++i) {
@@ -57,13 +57,13 @@ std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences&
 }
 
 rotate_qk_args query_args(const attention_args& a) {
-  rotate_qk_args q = a.qk;
+  rotate_qk_args q = rotation_of(a.qk);
   q.k = qk_tensor{};
   return q;
 }
 
 rotate_qk_args key_args(const attention_args& a) {
-  rotate_qk_args k = a.qk;
+  rotate_qk_args k = rotation_of(a.qk);
   k.q = qk_tensor{};
   if (a.keys) {
     k.seq_len = a.keys->seq_len;
@@ -77,7 +77,6 @@ rotate_qk_args key_args(const attention_args& a) {
 call_sequences check_attention(const attention_args& a, int head_dim, int v_dim) {
   if (head_dim < 1 || v_dim < 1) throw input_error("head_dim and v_dim must be >= 1");
   if (a.out == nullptr) throw input_error("out must not be null");
-  if (a.qk.qk_norm || a.qk.kv_cache || a.qk.cache) throw input_error("qk.qk_norm, qk.kv_cache and qk.cache must be null");
   if (a.window < 0) throw input_error(fmt::format("window must be >= 0 (got {})", a.window));
   if (!(a.scale >= 0) || !std::isfinite(a.scale)) throw input_error("scale must be finite and >= 0");
   if (a.keys && a.keys->position_ids && a.keys->offsets)
@@ -96,8 +95,8 @@ call_sequences check_attention(const attention_args& a, int head_dim, int v_dim)
   return s;
 }
 
-rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d) {
-  rotate_qk_args c = a;
+rotate_qk_args contiguous_f32(const qk_args& a, float* q, float* k, int d) {
+  rotate_qk_args c = rotation_of(a);
   c.type = dtype::f32;
   const auto operand = [&](const qk_tensor& t, float* data, std::int64_t total) {
     if (t.heads == 0) return qk_tensor{};  // absent (query_args' K, key_args' Q)

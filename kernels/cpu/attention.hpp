@@ -24,7 +24,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu/attention_args.hpp"
+#include "common/attention_args.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "cpu/encode_qk.hpp"
 #include "cpu/flash_loop.hpp"
 #include "cpu/lift_qk.hpp"
@@ -45,13 +46,13 @@ struct sequences {
   std::int64_t total = 0;
 };
 /// `what` names the tokens in messages ("" for Q's, "keys." for args.keys').
-sequences sequences_of(const rotate_qk_args& a, const char* what = "");
+sequences sequences_of(const qk_args& a, const char* what = "");
 
 /// Checks an operand's strides against its size; throws naming `name`.
-void check_operand(const qk_tensor& t, const sequences& s, const rotate_qk_args& a, int dim, const char* name);
+void check_operand(const qk_tensor& t, const sequences& s, const qk_args& a, int dim, const char* name);
 
 /// Position of every token on axis 0 (ids, offsets or index), each checked in [0, max_position).
-std::vector<std::int64_t> positions_of(const rotate_qk_args& a, const sequences& s, const char* what = "");
+std::vector<std::int64_t> positions_of(const qk_args& a, const sequences& s, const char* what = "");
 
 /// rotate_qk's arguments for Q alone (no K), and for K alone on the keys' tokens (args.keys' layout
 /// and positions when given, else Q's).
@@ -76,7 +77,7 @@ inline void set_keys(flash_sequence& seq, const attention_args& a, const call_se
 
 /// Operand t as float32 [total, heads, dim], times `scale`.
 template <class T>
-std::vector<float> gather(const qk_tensor& t, const rotate_qk_args& a, const sequences& s, int dim, float scale) {
+std::vector<float> gather(const qk_tensor& t, const qk_args& a, const sequences& s, int dim, float scale) {
   std::vector<float> out(static_cast<std::size_t>(s.total * t.heads * dim));
   const T* in = static_cast<const T*>(t.in);
   for (std::size_t b = 0; b < s.first.size(); ++b)
@@ -93,7 +94,7 @@ std::vector<float> gather(const qk_tensor& t, const rotate_qk_args& a, const seq
 
 /// rotate_qk's arguments for float32 copies [total, heads, d] of Q and K, encoded in place (an
 /// operand with no heads, as query_args' K and key_args' Q, stays absent).
-rotate_qk_args contiguous_f32(const rotate_qk_args& a, float* q, float* k, int d);
+rotate_qk_args contiguous_f32(const qk_args& a, float* q, float* k, int d);
 
 /// Writes float32 values into a contiguous array of storage type `type`, times `scale`.
 void from_float(dtype type, const std::vector<float>& x, float scale, void* out);

@@ -28,17 +28,6 @@
 
 namespace grape::cpu {
 
-struct attention_grad_args {
-  const void* grad_out = nullptr;   // dL/dO: [total_tokens, q_heads, v_dim], contiguous, storage type
-  void* grad_q = nullptr;           // dL/dQ: [total_tokens, q_heads, head_dim], contiguous, storage type
-  void* grad_k = nullptr;           // dL/dK: [total_tokens, k_heads, head_dim]
-  void* grad_v = nullptr;           // dL/dV: [total_tokens, v_heads, v_dim]
-  double* grad_bias = nullptr;      // the score bias's parameter_count() values, or null
-  double* grad_inv_freq = nullptr;  // rotation planes: rotary_dim / 2 values dL/dθ_i (phase rotation:
-                                    // [freq_rows, planes]), or null
-  double* grad_phases = nullptr;    // phase rotation: dL/dΦ [phase_rows, length], or null
-};
-
 namespace detail {
 
 /// The checks the backward adds to the forward's.

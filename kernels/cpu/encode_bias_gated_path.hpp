@@ -8,7 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "cpu/gated_path_bias_rows.hpp"
+#include "common/gated_path_bias_rows.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "cpu/launch.hpp"
 #include "cpu/score_bias.hpp"
 #include "grape/detail/error.hpp"
@@ -19,30 +20,7 @@
 namespace grape::cpu {
 namespace detail {
 
-inline void require_tile_heads(const bias_tile& tile, int heads) {
-  if (tile.heads != heads)
-    throw input_error("tile.heads must equal the encoding's heads (" + std::to_string(heads) + ")");
-}
-
-/// The shape checks of a tile over a token sequence of the given length.
-inline void require_tile_in_sequence(const bias_tile& tile, int heads, std::int64_t length) {
-  require_tile_heads(tile, heads);
-  if (tile.out == nullptr) throw input_error("tile.out is null");
-  if (tile.q_len < 0) throw input_error("tile.q_len is negative");
-  if (tile.k_len < 0) throw input_error("tile.k_len is negative");
-  if (tile.q_start < 0) throw input_error("tile.q_start is negative");
-  if (tile.k_start < 0) throw input_error("tile.k_start is negative");
-  if (tile.threads < 0) throw input_error("tile.threads is negative");
-  // Written as subtractions: no overflow for any non-negative start and length.
-  if (tile.q_len > 0 && tile.q_start > length - tile.q_len)
-    throw input_error("tile.q_start + tile.q_len must be <= the sequence length (" + std::to_string(length) + ")");
-  if (tile.k_len > 0 && tile.k_start > length - tile.k_len)
-    throw input_error("tile.k_start + tile.k_len must be <= the sequence length (" + std::to_string(length) + ")");
-}
-
 /// The tile's shape for the row bodies (gated_path_bias_rows.hpp).
-inline tile_shape shape_of(const bias_tile& t) { return {t.out, t.heads, t.q_start, t.q_len, t.k_start, t.k_len}; }
-
 /// The rows of a tile over the bias's arrays (host memory here; the CUDA tiles pass device copies).
 inline gated_linear_rows rows_of(const gated_linear_bias& b, const bias_tile& tile) {
   return {shape_of(tile), b.length, b.omega.data(), b.key_gate.data(), b.query_gate.empty() ? nullptr : b.query_gate.data()};

@@ -12,7 +12,8 @@
 #include <cstdint>
 
 #include "cpu/fused_head_io.hpp"
-#include "cpu/rotate_qk_addressing.hpp"
+#include "common/rotate_addressing.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "cpu/rotate_qk_plan.hpp"
 #include "cpu/storage_io.hpp"
 #include "grape/math/rotate.hpp"

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cpu/rotate_qk_addressing.hpp"
+#include "common/rotate_addressing.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "cpu/rotate_qk_plan.hpp"
 
 namespace grape::cpu::detail {

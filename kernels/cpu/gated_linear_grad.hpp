@@ -6,7 +6,8 @@
 // (gated_linear_grad_items.hpp); O(H·T²), float64, parallel over tokens (OpenMP).
 #include <cstdint>
 
-#include "cpu/gated_linear_grad_items.hpp"
+#include "common/gated_linear_grad_items.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "grape/encodings/grape_a_gated.hpp"
 
 namespace grape::cpu {

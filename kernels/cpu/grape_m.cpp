@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "cpu/grape_m_plan.hpp"
-#include "cpu/rotate_qk_addressing.hpp"
+#include "common/grape_m_plan.hpp"
+#include "common/rotate_addressing.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "cpu/rotate_qk_plan.hpp"
 #include "cpu/storage_dispatch.hpp"
 #include "cpu/threads.hpp"
@@ -29,40 +30,6 @@ using detail::grape_m_plan;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) { throw input_error("grape_m: " + what); }
-
-/// The heads of the call: key heads (the rows' unit) and query heads per key head.
-struct head_groups {
-  std::int64_t kv_heads;
-  std::int64_t group;
-};
-
-head_groups check_spec(const grape_m_spec& s, const rotate_qk_args& args) {
-  if (s.head_dim <= 0) fail(fmt::format("head_dim must be positive (got {})", s.head_dim));
-  if (s.planes <= 0 || 2 * s.planes > s.head_dim)
-    fail(fmt::format("planes must be in [1, head_dim / 2 = {}] (got {})", s.head_dim / 2, s.planes));
-  if (s.layout != math::layout_kind::half_split && s.layout != math::layout_kind::interleaved)
-    fail("layout must be half_split or interleaved");
-  if (s.freqs == nullptr) fail("freqs is null");
-  if (s.angle_sign != 1 && s.angle_sign != -1) fail(fmt::format("angle_sign must be 1 or -1 (got {})", s.angle_sign));
-  if (args.q.heads <= 0 && args.k.heads <= 0) fail("q, k: at least one must have heads");
-  const std::int64_t kv = args.k.heads > 0 ? args.k.heads : args.q.heads;
-  if (args.q.heads > 0 && args.q.heads % kv != 0)
-    fail(fmt::format("q has {} heads, not a multiple of k's {}", args.q.heads, kv));
-  const head_groups g{kv, args.q.heads > 0 ? args.q.heads / kv : 0};
-  if (s.freq_rows != 1 && s.freq_rows != kv)
-    fail(fmt::format("freqs: rows must be 1 or the key heads {} (got {})", kv, s.freq_rows));
-  for (std::int64_t i = 0; i < static_cast<std::int64_t>(s.freq_rows) * s.planes; ++i)
-    if (!std::isfinite(s.freqs[i]))
-      fail(fmt::format("freqs[{}][{}] is not finite", i / s.planes, i % s.planes));
-  if (s.phases != nullptr && s.phase_rows != 1 && s.phase_rows != kv)
-    fail(fmt::format("phases: rows must be 1 or the key heads {} (got {})", kv, s.phase_rows));
-  if (args.cache != nullptr) fail("cache: GRAPE-M computes its angles; pass null");
-  if (args.qk_norm != nullptr || args.kv_cache != nullptr)
-    fail("qk_norm and kv_cache: not fused into GRAPE-M's rotation; pass null");
-  return g;
-}
-
 // ---- one shared row, integer positions: rotate_qk ---------------------------------------------
 
 void rotate_as_spec(const rotary_spec& spec, const rotate_qk_args& args, bool backward, int angle_sign) {
@@ -71,57 +38,6 @@ void rotate_as_spec(const rotary_spec& spec, const rotate_qk_args& args, bool ba
 }
 
 }  // namespace
-
-// ---- the checked plan (grape_m_plan.hpp) --------------------------------------------------------
-
-namespace {
-
-/// plan_grape_m after check_spec gave the call's heads.
-grape_m_plan plan_checked(const grape_m_spec& s, const head_groups& g, const rotate_qk_args& args,
-                          const detail::device_indices* device) {
-  if (s.phases != nullptr && (args.position_ids != nullptr || args.offsets != nullptr))
-    fail("positions, offsets: contextual GRAPE-M turns by its phases; pass neither");
-  encoding_shape shape;
-  shape.owner = "grape_m";
-  shape.head_dim = s.head_dim;
-  shape.rotary_dim = 2 * s.planes;
-  shape.q_layout = shape.k_layout = s.layout;
-  grape_m_plan p{detail::make_instance_plan(shape, args, device), g.kv_heads, g.group};
-  const std::int64_t tokens = p.owned.plan.total_tokens;
-  if (s.phases != nullptr && device == nullptr)
-    for (std::int64_t i = 0; i < static_cast<std::int64_t>(s.phase_rows) * tokens; ++i)
-      if (!std::isfinite(s.phases[i])) fail(fmt::format("phases[{}][{}] is not finite", i / tokens, i % tokens));
-  return p;
-}
-
-}  // namespace
-
-grape_m_plan detail::plan_grape_m(const grape_m_spec& s, const rotate_qk_args& args, const device_indices* device) {
-  return plan_checked(s, check_spec(s, args), args, device);
-}
-
-detail::grape_m_turns detail::turns_of(const grape_m_spec& s) {
-  const std::size_t count = static_cast<std::size_t>(s.freq_rows) * s.planes;
-  grape_m_turns t{std::vector<math::phase_t>(count), std::vector<double>(count)};
-  for (std::size_t i = 0; i < count; ++i) {
-    if (!std::isfinite(s.freqs[i])) fail(fmt::format("freqs[{}][{}] is not finite", i / s.planes, i % s.planes));
-    t.fractions[i] = math::turn_fraction_of(s.freqs[i]);
-    t.turns[i] = s.freqs[i] / (2 * std::numbers::pi);
-  }
-  return t;
-}
-
-std::optional<rotary_spec> detail::grape_m_rotary_spec(const grape_m_spec& s) {
-  if (s.phases != nullptr || s.freq_rows != 1) return std::nullopt;
-  for (int j = 0; j < s.planes; ++j)
-    if (s.freqs[j] < 0) return std::nullopt;
-  rotary_spec spec;
-  spec.head_dim = s.head_dim;
-  spec.rotary_dim = 2 * s.planes;
-  spec.layout = s.layout;
-  spec.inv_freq.assign(s.freqs, s.freqs + s.planes);
-  return spec;
-}
 
 // ---- the token body: per-head rows, real phases, and the parameter gradients ------------------
 
@@ -273,9 +189,9 @@ void param_grads_of(const grape_m_spec& s, const grape_m_plan& pp, const void* g
 }
 
 void rotate(const grape_m_spec& s, const rotate_qk_args& args, bool backward) {
-  const head_groups g = check_spec(s, args);
+  detail::check_grape_m(s, args);
   if (const auto spec = detail::grape_m_rotary_spec(s)) return rotate_as_spec(*spec, args, backward, s.angle_sign);
-  const grape_m_plan pp = plan_checked(s, g, args, nullptr);
+  const grape_m_plan pp = detail::plan_grape_m(s, args);
   const float sign = static_cast<float>(backward ? -s.angle_sign : s.angle_sign);
   detail::with_storage(args.type, [&]<class T>() { rotate_tokens<T>(s, pp, sign); });
 }
@@ -285,18 +201,6 @@ void rotate(const grape_m_spec& s, const rotate_qk_args& args, bool backward) {
 void grape_m_rotate_qk(const grape_m_spec& spec, const rotate_qk_args& args) { rotate(spec, args, false); }
 
 void grape_m_rotate_qk_backward(const grape_m_spec& spec, const rotate_qk_args& args) { rotate(spec, args, true); }
-
-rotate_qk_args detail::grads_call_args(const grape_m_spec& s, const rotate_qk_args& forward, const void* grad_q,
-                                       const void* grad_k, const grape_m_grads& out) {
-  if (forward.q.heads > 0 && grad_q == nullptr) fail("grad_q is null");
-  if (forward.k.heads > 0 && grad_k == nullptr) fail("grad_k is null");
-  if (s.phases == nullptr && out.phases != nullptr)
-    fail("phases: integer positions have no phase gradient; pass null");
-  rotate_qk_args args = forward;
-  args.q.out = const_cast<void*>(args.q.in);
-  args.k.out = const_cast<void*>(args.k.in);
-  return args;
-}
 
 void grape_m_param_grads(const grape_m_spec& s, const rotate_qk_args& forward, const void* grad_q,
                          const void* grad_k, grape_m_grads out) {

@@ -20,7 +20,8 @@
 
 #include "cpu/launch.hpp"
 #include "cpu/lift_qk_item.hpp"
-#include "cpu/lift_qk_plan.hpp"
+#include "common/lift_plan.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "grape/inject/lift_qk.hpp"
 #include "grape/view/concepts.hpp"
 

@@ -5,9 +5,10 @@
 // head is lifted once per query head of its group, and its gradient sums over the group.
 #include <cstdint>
 
-#include "cpu/lift_head.hpp"
-#include "cpu/lift_qk_plan.hpp"
-#include "cpu/rotate_qk_addressing.hpp"
+#include "common/lift_head.hpp"
+#include "common/lift_plan.hpp"
+#include "common/rotate_addressing.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "cpu/storage_io.hpp"
 #include "grape/view/concepts.hpp"
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/phase_rotation.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "cpu/grape_m.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/inject/rotate_by_phase.hpp"
@@ -22,26 +24,6 @@ struct phase_call {
   std::vector<double> phases;           // [phase_rows, total]
   grape_m_spec spec;
 };
-
-/// A row of θ or Φ per head pairs Q and K heads one to one (no GQA).
-inline void check_phase_heads(const phase_rotation& r, std::int64_t q_heads, std::int64_t k_heads) {
-  if (r.per_head() && (q_heads != r.num_heads || k_heads != r.num_heads))
-    throw input_error(fmt::format("q.heads, k.heads: this phase rotation has a row per head, so both must be {} "
-                                  "(got {} and {})",
-                                  r.num_heads, q_heads, k_heads));
-}
-
-/// The GRAPE-M kernel's spec for the rotation (its phases, null here, come with each call).
-inline grape_m_spec grape_m_spec_of(const phase_rotation& r) {
-  grape_m_spec spec;
-  spec.head_dim = r.head_dim;
-  spec.planes = r.planes();
-  spec.layout = math::layout_kind::half_split;
-  spec.freqs = r.freqs.data();
-  spec.freq_rows = r.freq_rows;
-  spec.phase_rows = r.phase_rows;
-  return spec;
-}
 
 inline phase_call phase_call_of(const phase_rotation& r, const std::vector<std::int64_t>& positions,
                                 std::int64_t q_heads, std::int64_t k_heads) {
@@ -80,13 +62,6 @@ inline void phase_param_grads(const phase_rotation& r, const phase_call& c, cons
   std::fill_n(grad_phases, r.phase_rows * r.length, 0.0);
   for (int row = 0; row < r.phase_rows; ++row)
     for (std::int64_t t = 0; t < total; ++t) grad_phases[row * r.length + c.positions[t]] += per_token[row * total + t];
-}
-
-/// rotate_qk's arguments of a call without its positions: the kernel reads the gathered phases.
-inline rotate_qk_args without_positions(rotate_qk_args a) {
-  a.position_ids = nullptr;
-  a.offsets = nullptr;
-  return a;
 }
 
 }  // namespace grape::cpu::detail

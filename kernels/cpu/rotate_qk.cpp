@@ -18,14 +18,14 @@ void run(const detail::rotate_plan& plan, dtype type) {
 }  // namespace
 
 void rotate_qk(const rotary_spec& spec, const rotate_qk_args& args) {
-  const detail::owned_plan owned = detail::make_rotate_plan(spec, args);
+  const detail::owned_plan owned = detail::plan_cpu_rotation(spec, args);
   run(owned.plan, args.type);
 }
 
 void rotate_qk_backward(const rotary_spec& spec, const rotate_qk_args& args) {
   detail::require_forward_extras_absent(args);
   // R(φ)ᵀ = R(−φ): the same kernel with the sine negated; the factor multiplies both again.
-  detail::owned_plan owned = detail::make_rotate_plan(spec, args);
+  detail::owned_plan owned = detail::plan_cpu_rotation(spec, args);
   owned.plan.sin_sign = -1.0f;
   run(owned.plan, args.type);
 }

@@ -50,8 +50,7 @@ inline void fused_head_packets(const Storage* x, Storage* y, Storage* y2,
   // RMSNorm commutes with the rotation up to its scalar: y = inv_rms · R(w ⊙ x). So the rotation
   // of w ⊙ x does not wait for the reduction, and the sum of squares is a tree, not a chain:
   // the head's latency decides how many heads are in flight, and so the memory parallelism
-  // (bfloat16, 1 thread: 0.61 of the baseline, against 0.74 with the reduction removed; a
-  // two-pass variant, all sums of 16 heads first, ran at 0.58, and f32 at 0.68 instead of 0.9).
+  // (docs/performance.md: what the reduction costs, and a two-pass variant that lost).
   F inv_rms = ei::pset1<F>(1.0f);
   if constexpr (Norm) {
     F part[2] = {ei::pmul(v[0], v[0]), ei::pmul(v[1], v[1])};

@@ -8,7 +8,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "cpu/rotate_qk_addressing.hpp"
+#include "common/rotate_addressing.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "cpu/rotate_qk_plan.hpp"
 #include "grape/config.hpp"
 #include "cpu/storage_io.hpp"
@@ -217,15 +218,14 @@ struct head_run {
 /// Every head of Q and K at one token.
 ///
 /// At the specialised dims (64/128/256), Q and K take turns, 2 KiB of heads at a time, so that
-/// two memory streams are in flight instead of one. Turns of 2 KiB beat 4 KiB in all 12 paired
-/// comparisons on 2026-12-02 (88ac594; 1 and 2 threads, 4096–65536 tokens, by 0.01–0.08 of the baseline)
-/// and 1 KiB in all 6 tried (docs/performance.md). float uses the float path (rotate_block); 16-bit
+/// two memory streams are in flight instead of one. Turns of 2 KiB beat both 4 KiB and 1 KiB in
+/// paired comparisons (docs/performance.md). float uses the float path (rotate_block); 16-bit
 /// storage, and every streaming call, the packet path with the table loaded into registers once
 /// (packet_table). Other dims: all of Q, then all of K, through the float path.
 ///
 /// The table must not be reloaded between stores to Q/K: those reloads are ordered falsely
-/// behind stores whose addresses match modulo 4 KiB (measured: 0.55 → 0.9 of the memory
-/// baseline once the table stayed in registers). Hence packet_table, and on the float path a
+/// behind stores whose addresses match modulo 4 KiB, which keeps the kernel far below the memory
+/// baseline (docs/performance.md). Hence packet_table, and on the float path a
 /// __restrict table in this out-of-line function (GCC drops the guarantee of a parameter once
 /// the function is inlined). Stream: the rotated channels are written with non-temporal stores
 /// (the plan proved the alignment).
@@ -240,9 +240,8 @@ template <class Storage, int RotaryDim, math::layout_kind Layout, bool Stream>
   if constexpr (std::is_same_v<Storage, float> && RotaryDim > 0 && !Stream) {
     if (q.in == q.out && k.in == k.out) {
       // One pointer for loads and stores: the compiler then knows which loads a store cannot
-      // touch and schedules them early (measured on this function alone: 0.93 → 1.0 of the
-      // baseline). Written out here on purpose: the same loops in an inline helper measured
-      // 0.68–0.70.
+      // touch and schedules them early. Written out here on purpose: the same loops in an inline
+      // helper run well below the baseline (docs/performance.md).
       for (std::int64_t h0 = 0; h0 < q.heads || h0 < k.heads; h0 += turn) {
         for (std::int64_t h = h0; h < h0 + turn && h < q.heads; ++h) {
           float* x = q.out + h * q.head_stride;

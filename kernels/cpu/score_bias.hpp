@@ -6,18 +6,10 @@
 #include <limits>
 #include <vector>
 
-namespace grape::cpu {
+#include "common/bias_tile.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 
-/// Query positions [q_start, q_start + q_len) × key positions [k_start, k_start + k_len).
-struct bias_tile {
-  float* out = nullptr;            // [heads, q_len, k_len]
-  std::int64_t heads = 0;
-  std::int64_t q_start = 0;
-  std::int64_t q_len = 0;
-  std::int64_t k_start = 0;
-  std::int64_t k_len = 0;
-  int threads = 0;                 // OpenMP threads; 0 = default
-};
+namespace grape::cpu {
 
 /// ALiBi slopes of H heads (the exact rule for any H; grape::math::alibi_slope).
 std::vector<float> alibi_slopes(int heads, double max_bias = 8.0);

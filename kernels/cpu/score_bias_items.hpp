@@ -2,7 +2,8 @@
 // Per-row bodies of the score-bias tiles: one item = one (head, query) row of k_len keys.
 #include <cstdint>
 
-#include "cpu/tile_shape.hpp"
+#include "common/bias_tile.hpp"
+#include "cpu/kernel_vocabulary.hpp"
 #include "grape/math/bias.hpp"
 
 namespace grape::cpu::detail {

@@ -5,7 +5,7 @@
 //   const grape::cuda::device_attention enc(E::make(params));   // tables and bias arrays uploaded once
 //   grape::cuda::attention(enc, args, total_tokens, device_error_flag, stream);
 //
-// args is the CPU call's cpu::attention_args with device pointers (Q, K, V, out, lse, cu_seqlens,
+// args is the CPU call's attention_args (common/attention_args.hpp) with device pointers (Q, K, V, out, lse, cu_seqlens,
 // positions; with cu_seqlens, seq_len the longest sequence). The rotation, if any, turns Q and K
 // into scratch: the rotary_spec kernels for rotation planes, the representation's view otherwise,
 // GRAPE-M's kernel on the phases gathered at each token's position for contextual GRAPE-M;
@@ -27,7 +27,8 @@
 #include <variant>
 #include <vector>
 
-#include "cpu/attention_backward.hpp"
+#include "common/attention_args.hpp"
+#include "common/phase_rotation.hpp"
 #include "cuda/attention_host_steps.hpp"
 #include "cuda/device_arrays.hpp"
 #include "cuda/device_view.hpp"
@@ -44,10 +45,10 @@ namespace grape::cuda {
 
 /// The instance rotation on the device (encode_qk_cuda.cuh defines it; GRAPE_CUDA_ENCODE_QK instantiates).
 template <class R, layout_kind Q, layout_kind K>
-void rotate_qk(const device_encoding<R, Q, K>& enc, const cpu::rotate_qk_args& args, std::int64_t total_tokens,
+void rotate_qk(const device_encoding<R, Q, K>& enc, const kernel::rotate_qk_args& args, std::int64_t total_tokens,
                int* device_error_flag, cudaStream_t stream);
 template <class R, layout_kind Q, layout_kind K>
-void rotate_qk_backward(const device_encoding<R, Q, K>& enc, const cpu::rotate_qk_args& args,
+void rotate_qk_backward(const device_encoding<R, Q, K>& enc, const kernel::rotate_qk_args& args,
                         std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream);
 
 namespace detail {
@@ -85,26 +86,26 @@ class device_phase_rotation {
  public:
   device_phase_rotation(const phase_rotation& r, device_placement& place)
       : rotation_{r.num_heads, r.head_dim, r.freq_rows, r.phase_rows, r.length, {}, {}},
-        grape_m_(cpu::detail::grape_m_spec_of(r)),
+        grape_m_(kernel::grape_m_spec_of(r)),
         table_(place(r.phases)) {}
   /// The rotation's shape (its arrays empty: they live on the device).
   const phase_rotation& shape() const { return rotation_; }
   const device_grape_m& grape_m() const { return grape_m_; }
   /// The call's phases from the table, and the table's gradient from theirs.
-  phase_gather gather(const cpu::rotate_qk_args& qk, std::int64_t tokens, double* call_phases, int* flag) const {
+  phase_gather gather(const kernel::qk_args& qk, std::int64_t tokens, double* call_phases, int* flag) const {
     return {table_call(qk, tokens), table_, call_phases, flag};
   }
-  phase_origin origin(const cpu::rotate_qk_args& qk, std::int64_t tokens, const double* call_phases,
+  phase_origin origin(const kernel::qk_args& qk, std::int64_t tokens, const double* call_phases,
                       double* origins) const {
     return {table_call(qk, tokens), call_phases, origins};
   }
-  phase_scatter scatter(const cpu::rotate_qk_args& qk, std::int64_t tokens, const double* call_grads,
+  phase_scatter scatter(const kernel::qk_args& qk, std::int64_t tokens, const double* call_grads,
                         double* table_grads) const {
     return {table_call(qk, tokens), call_grads, table_grads};
   }
 
  private:
-  phase_table_call table_call(const cpu::rotate_qk_args& qk, std::int64_t tokens) const {
+  phase_table_call table_call(const kernel::qk_args& qk, std::int64_t tokens) const {
     return {rotation_.phase_rows, rotation_.length, position_source_of(qk), tokens};
   }
   phase_rotation rotation_;
@@ -118,7 +119,7 @@ struct device_rotation_of<phase_rotation> {
 
 /// The rotation of an instance, forward or backward, through the rotary_spec kernels or the view.
 template <class Rotation>
-void rotate(const Rotation& rotation, const cpu::rotate_qk_args& r, std::int64_t total_tokens, int* flag,
+void rotate(const Rotation& rotation, const kernel::rotate_qk_args& r, std::int64_t total_tokens, int* flag,
             cudaStream_t stream, bool backward) {
   const rotary_spec* spec = rotation.plane_spec();
   if constexpr (!spec_rotation<Rotation>) {
@@ -136,11 +137,11 @@ void rotate(const Rotation& rotation, const cpu::rotate_qk_args& r, std::int64_t
 /// bias's functor over device arrays, built once per model.
 template <class Instance>
 class device_attention {
-  static_assert(cpu::attention_takes<Instance>,
+  static_assert(kernel::attention_takes<Instance>,
                 "grape: cuda::attention takes a rotate_qk or score_bias encoding (or a composition); an add_embedding "
                 "encoding is added to the input before attention");
   static constexpr bool rotates = rotates_qk_part<Instance>;
-  static constexpr bool by_phase = cpu::rotates_by_phase<Instance>;
+  static constexpr bool by_phase = kernel::rotates_by_phase<Instance>;
 
  public:
   using rotation_type = typename detail::device_rotation_of<
@@ -183,11 +184,11 @@ namespace detail {
 /// the rotary_spec kernels or the view, or for contextual GRAPE-M its kernel on the phases
 /// gathered at each token's position into `phases` (phase rows × total_tokens doubles).
 template <class Instance>
-void encode_into(const device_attention<Instance>& enc, const cpu::rotate_qk_args& qk, std::int64_t total_tokens,
+void encode_into(const device_attention<Instance>& enc, const kernel::qk_args& qk, std::int64_t total_tokens,
                  void* q_out, void* k_out, double* phases, int* flag, cudaStream_t stream) {
-  if constexpr (cpu::rotates_by_phase<Instance>) {
+  if constexpr (kernel::rotates_by_phase<Instance>) {
     launch_phase_gather(enc.rotation()->gather(qk, total_tokens, phases, flag), stream);
-    grape_m_rotate_qk(enc.rotation()->grape_m(), rotation_into(cpu::detail::without_positions(qk), q_out, k_out),
+    grape_m_rotate_qk(enc.rotation()->grape_m(), rotation_into(kernel::without_positions(qk), q_out, k_out),
                       {phases, enc.rotation()->shape().phase_rows}, total_tokens, flag, stream);
   } else if constexpr (!std::is_same_v<typename device_attention<Instance>::rotation_type, std::monostate>) {
     rotate(*enc.rotation(), rotation_into(qk, q_out, k_out), total_tokens, flag, stream, false);
@@ -201,12 +202,12 @@ template <class Instance>
 struct encoded_call {
   using encoding = device_attention<Instance>;
   static constexpr bool has_bias = !std::is_same_v<typename encoding::scores_type, no_scores>;
-  static constexpr bool by_phase = cpu::rotates_by_phase<Instance>;
+  static constexpr bool by_phase = kernel::rotates_by_phase<Instance>;
   static constexpr bool rotates = !std::is_same_v<typename encoding::rotation_type, std::monostate>;
   stream_scratch q_rot, k_rot, positions, phases;
   flash_operands ops;
 
-  encoded_call(const encoding& enc, const cpu::attention_args& a, std::int64_t total_tokens, int* flag,
+  encoded_call(const encoding& enc, const kernel::attention_args& a, std::int64_t total_tokens, int* flag,
                cudaStream_t stream)
       : q_rot(checked_bytes(enc, a, total_tokens, flag, a.qk.q.size), stream),
         k_rot(rotates ? static_cast<std::size_t>(a.qk.k.size) * element_bytes(a.qk.type) : 0, stream),
@@ -232,13 +233,13 @@ struct encoded_call {
  private:
   /// Runs the checks (attention_operands on the inputs, the bias's or the phase rows' heads),
   /// then sizes Q's scratch.
-  static std::size_t checked_bytes(const encoding& enc, const cpu::attention_args& a, std::int64_t total_tokens,
+  static std::size_t checked_bytes(const encoding& enc, const kernel::attention_args& a, std::int64_t total_tokens,
                                    int* flag, std::int64_t q_size) {
     attention_operands(a, a.qk.q.in, a.qk.k.in, nullptr, enc.head_dim(), total_tokens, flag);
     if constexpr (has_bias)
       require(enc.heads() == a.qk.q.heads, "q.heads: must equal the encoding's heads (" + std::to_string(enc.heads()) +
                                                ")");
-    if constexpr (by_phase) cpu::detail::check_phase_heads(enc.rotation()->shape(), a.qk.q.heads, a.qk.k.heads);
+    if constexpr (by_phase) kernel::check_phase_heads(enc.rotation()->shape(), a.qk.q.heads, a.qk.k.heads);
     return rotates ? static_cast<std::size_t>(q_size) * element_bytes(a.qk.type) : 0;
   }
 };
@@ -248,7 +249,7 @@ struct encoded_call {
 /// O = softmax(scale·E_q(Q)·E_k(K)ᵀ + B + mask)·V for the instance on the device. total_tokens:
 /// batch·seq_len padded, the packed tokens with cu_seqlens (then seq_len the longest sequence).
 template <class Instance>
-void attention(const device_attention<Instance>& enc, const cpu::attention_args& a, std::int64_t total_tokens,
+void attention(const device_attention<Instance>& enc, const kernel::attention_args& a, std::int64_t total_tokens,
                int* device_error_flag, cudaStream_t stream) {
   const detail::encoded_call<Instance> call(enc, a, total_tokens, device_error_flag, stream);
   detail::launch_flash(call.ops, enc.scores(), stream);
@@ -266,8 +267,8 @@ void attention(const device_attention<Instance>& enc, const cpu::attention_args&
 /// their dL/dθ [rotary_dim / 2] (cuda::rotate_qk_inv_freq_grad, float64, the same bits every run);
 /// another rotation (a representation's view) has none.
 template <class Instance>
-void attention_backward(const device_attention<Instance>& enc, const cpu::attention_args& a,
-                        const cpu::attention_grad_args& g, std::int64_t total_tokens, int* device_error_flag,
+void attention_backward(const device_attention<Instance>& enc, const kernel::attention_args& a,
+                        const kernel::attention_grad_args& g, std::int64_t total_tokens, int* device_error_flag,
                         cudaStream_t stream) {
   using call_type = detail::encoded_call<Instance>;
   constexpr bool rotates = call_type::rotates, by_phase = call_type::by_phase;
@@ -280,7 +281,7 @@ void attention_backward(const device_attention<Instance>& enc, const cpu::attent
     detail::require(g.grad_phases == nullptr, "grad_phases: only a rotation by per-token phases has phases (pass null)");
   }
   if (phase_params) {
-    const auto dense = [&](const cpu::qk_tensor& t) {
+    const auto dense = [&](const kernel::qk_tensor& t) {
       return t.head_stride == enc.head_dim() && t.token_stride == t.heads * enc.head_dim();
     };
     detail::require(dense(a.qk.q) && dense(a.qk.k),
@@ -306,7 +307,7 @@ void attention_backward(const device_attention<Instance>& enc, const cpu::attent
       detail::stream_scratch per_token(g.grad_phases ? per_call : 0, stream), origins(per_call, stream);
       detail::launch_phase_origin(
           enc.rotation()->origin(a.qk, total_tokens, call.call_phases(), static_cast<double*>(origins.get())), stream);
-      grape_m_param_grads(enc.rotation()->grape_m(), cpu::detail::without_positions(a.qk),
+      grape_m_param_grads(enc.rotation()->grape_m(), kernel::without_positions(a.qk),
                           {call.call_phases(), rows, static_cast<const double*>(origins.get())}, dq_rot.get(),
                           dk_rot.get(), {g.grad_inv_freq, static_cast<double*>(per_token.get())}, total_tokens,
                           device_error_flag, stream);
@@ -315,16 +316,16 @@ void attention_backward(const device_attention<Instance>& enc, const cpu::attent
             enc.rotation()->scatter(a.qk, total_tokens, static_cast<double*>(per_token.get()), g.grad_phases), stream);
     }
     grape_m_rotate_qk_backward(enc.rotation()->grape_m(),
-                               cpu::detail::without_positions(rotation_back(a.qk, dq_rot.get(), dk_rot.get(), g.grad_q,
+                               kernel::without_positions(rotation_back(a.qk, dq_rot.get(), dk_rot.get(), g.grad_q,
                                                                             g.grad_k, total_tokens, enc.head_dim())),
                                phases, total_tokens, device_error_flag, stream);
   } else if constexpr (rotates) {
-    const cpu::rotate_qk_args back =
+    const kernel::rotate_qk_args back =
         rotation_back(a.qk, dq_rot.get(), dk_rot.get(), g.grad_q, g.grad_k, total_tokens, enc.head_dim());
     if (g.grad_inv_freq)  // from the inputs and dL/d(rotated Q, K), before the transpose takes them back
-      rotate_qk_inv_freq_grad(*enc.rotation()->plane_spec(), *enc.rotation()->plane_tables(), a.qk, back,
+      rotate_qk_inv_freq_grad(*enc.rotation()->plane_spec(), *enc.rotation()->plane_tables(), kernel::rotation_of(a.qk), back,
                               g.grad_inv_freq, total_tokens, device_error_flag, stream,
-                              cpu::position_origin::sequence_start);
+                              kernel::position_origin::sequence_start);
     detail::rotate(*enc.rotation(), back, total_tokens, device_error_flag, stream, true);
   }
 }

@@ -5,7 +5,7 @@
 //   const grape::cuda::device_attention enc(E::make(params));
 //   grape::cuda::attention_decode(enc, args, max_seq_len, device_error_flag, stream);
 //
-// args is the CPU call's cpu::decode_args with device pointers (q, the K and V pages, block_table,
+// args is the CPU call's kernel::decode_args with device pointers (q, the K and V pages, block_table,
 // seq_lens, q_positions, out, lse); max_seq_len bounds seq_lens, since device memory is not read on
 // the host (a longer sequence flags). The queries are checked and placed (decode_positions), turned
 // at their positions into scratch by the instance's rotation (the rotary_spec kernels, the view, or
@@ -23,7 +23,8 @@
 #include <type_traits>
 #include <variant>
 
-#include "cpu/attention_decode.hpp"
+#include "common/decode_args.hpp"
+#include "common/phase_rotation.hpp"
 #include "cuda/attention_cuda.hpp"
 #include "cuda/decode_launch.hpp"
 
@@ -33,7 +34,7 @@ namespace detail {
 
 /// The decode call's shape from the CPU's arguments; chunks of the CPU's size, up to 8 query heads
 /// of one KV head per block.
-inline decode_shape decode_shape_of(const cpu::decode_args& a, int head_dim, int v_dim, std::int64_t max_seq_len,
+inline decode_shape decode_shape_of(const kernel::decode_args& a, int head_dim, int v_dim, std::int64_t max_seq_len,
                                     int* flag) {
   decode_shape s;
   s.batch = a.batch;
@@ -47,7 +48,7 @@ inline decode_shape decode_shape_of(const cpu::decode_args& a, int head_dim, int
   s.block_table = a.block_table;
   s.seq_lens = a.seq_lens;
   s.max_seq_len = max_seq_len;
-  s.chunk = cpu::detail::decode_chunk(a.block_size);
+  s.chunk = kernel::decode_chunk(a.block_size);
   s.chunks = (max_seq_len + s.chunk - 1) / s.chunk;
   s.heads_per_block = static_cast<int>(std::min<std::int64_t>(a.q_heads / a.kv_heads, 8));
   s.error = flag;
@@ -55,7 +56,7 @@ inline decode_shape decode_shape_of(const cpu::decode_args& a, int head_dim, int
 }
 
 /// The call's arrays for the programs: the encoded queries, the pages, the parts' scratch.
-inline decode_call decode_call_of(const cpu::decode_args& a, const decode_shape& s, const void* q,
+inline decode_call decode_call_of(const kernel::decode_args& a, const decode_shape& s, const void* q,
                                   const std::int64_t* q_pos, float* parts, float scale) {
   decode_call c;
   c.type = a.type;
@@ -82,15 +83,15 @@ inline decode_call decode_call_of(const cpu::decode_args& a, const decode_shape&
 }
 
 /// rotate_qk's arguments for the queries: one token per sequence at its position.
-inline cpu::rotate_qk_args decode_queries(const cpu::decode_args& a, int head_dim, const std::int64_t* q_pos) {
-  cpu::rotate_qk_args r;
+inline kernel::rotate_qk_args decode_queries(const kernel::decode_args& a, int head_dim, const std::int64_t* q_pos) {
+  kernel::rotate_qk_args r;
   r.type = a.type;
   const std::int64_t row = a.q_heads * head_dim;
   r.q = {a.q, nullptr, a.q_heads, a.batch * row, row, row, head_dim};
   r.batch = a.batch;
   r.seq_len = 1;
   r.position_ids = q_pos;
-  r.position_type = cpu::index_type::i64;
+  r.position_type = kernel::index_type::i64;
   r.max_position = a.max_position;
   return r;
 }
@@ -98,24 +99,24 @@ inline cpu::rotate_qk_args decode_queries(const cpu::decode_args& a, int head_di
 }  // namespace detail
 
 template <class Instance>
-void attention_decode(const device_attention<Instance>& enc, const cpu::decode_args& a, std::int64_t max_seq_len,
+void attention_decode(const device_attention<Instance>& enc, const kernel::decode_args& a, std::int64_t max_seq_len,
                       int* device_error_flag, cudaStream_t stream) {
   static_assert(!is_lift_instance<Instance>,
                 "grape: cuda::attention_decode takes rotations and score biases; a lift (GRAPE-A) needs lifted keys "
                 "in the cache: run it as ALiBi, or through cuda::attention");
   using encoding = device_attention<Instance>;
-  constexpr bool by_phase = cpu::rotates_by_phase<Instance>;
+  constexpr bool by_phase = kernel::rotates_by_phase<Instance>;
   constexpr bool rotates = !std::is_same_v<typename encoding::rotation_type, std::monostate>;
   const int d = enc.head_dim(), v_dim = a.v_dim > 0 ? a.v_dim : d;
-  cpu::detail::check_decode_shape(a, d, v_dim);
+  kernel::check_decode_shape(a, d, v_dim);
   detail::require(device_error_flag != nullptr, "device_error_flag: must not be null");
   detail::require(max_seq_len >= 1, fmt::format("max_seq_len: must be >= 1 (got {})", max_seq_len));
   if constexpr (!std::is_same_v<typename encoding::scores_type, no_scores>)
     detail::require(enc.heads() == a.q_heads,
                     "q_heads: must equal the encoding's heads (" + std::to_string(enc.heads()) + ")");
-  if constexpr (by_phase) cpu::detail::check_phase_heads(enc.rotation()->shape(), a.q_heads, a.kv_heads);
+  if constexpr (by_phase) kernel::check_phase_heads(enc.rotation()->shape(), a.q_heads, a.kv_heads);
   const decode_shape s = detail::decode_shape_of(a, d, v_dim, max_seq_len, device_error_flag);
-  const std::int64_t smem = decode_smem_of(element_bytes(a.type), s.heads_per_block, d, v_dim).bytes;
+  const std::int64_t smem = decode_smem_of(static_cast<int>(kernel::element_bytes(a.type)), s.heads_per_block, d, v_dim).bytes;
   detail::require(smem <= detail::shared_memory_limit(),
                   fmt::format("head_dim {}, v_dim {}: the decode's tile does not fit the device's shared memory", d,
                               v_dim));

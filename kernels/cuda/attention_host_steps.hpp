@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "cpu/attention_args.hpp"
+#include "common/attention_args.hpp"
 #include "cuda/bias_positions.hpp"
 #include "cuda/flash_call.hpp"
 #include "cuda/flash_checks.hpp"
@@ -21,8 +21,8 @@ namespace grape::cuda {
 
 /// rotate_qk's arguments that read Q and K from the call and write them rotated into q_out and
 /// k_out (q.size and k.size elements of the storage type, the inputs' strides).
-inline cpu::rotate_qk_args rotation_into(const cpu::rotate_qk_args& qk, void* q_out, void* k_out) {
-  cpu::rotate_qk_args r = qk;
+inline kernel::rotate_qk_args rotation_into(const kernel::qk_args& qk, void* q_out, void* k_out) {
+  kernel::rotate_qk_args r = kernel::rotation_of(qk);
   r.q.out = q_out;
   r.k.out = k_out;
   return r;
@@ -30,14 +30,14 @@ inline cpu::rotate_qk_args rotation_into(const cpu::rotate_qk_args& qk, void* q_
 
 /// rotate_qk's arguments for the rotation's backward: dL/d(rotated Q, K) read from dense
 /// [tokens, heads, head_dim] arrays (the flash backward's), dL/d(Q, K) written to dense arrays of
-/// the same shape (cpu::attention_grad_args' layout); sequences and positions the call's.
-inline cpu::rotate_qk_args rotation_back(const cpu::rotate_qk_args& qk, const void* d_rotated_q,
+/// the same shape (kernel::attention_grad_args' layout); sequences and positions the call's.
+inline kernel::rotate_qk_args rotation_back(const kernel::qk_args& qk, const void* d_rotated_q,
                                          const void* d_rotated_k, void* d_q, void* d_k, std::int64_t total_tokens,
                                          int head_dim) {
-  cpu::rotate_qk_args r = qk;
-  const auto dense = [&](const cpu::qk_tensor& t, const void* in, void* out) {
+  kernel::rotate_qk_args r = kernel::rotation_of(qk);
+  const auto dense = [&](const kernel::qk_tensor& t, const void* in, void* out) {
     const std::int64_t token = t.heads * head_dim;
-    return cpu::qk_tensor{in, out, t.heads, total_tokens * token, qk.cu_seqlens ? 0 : qk.seq_len * token, token,
+    return kernel::qk_tensor{in, out, t.heads, total_tokens * token, qk.cu_seqlens ? 0 : qk.seq_len * token, token,
                           head_dim};
   };
   r.q = dense(qk.q, d_rotated_q, d_q);
@@ -46,10 +46,10 @@ inline cpu::rotate_qk_args rotation_back(const cpu::rotate_qk_args& qk, const vo
 }
 
 /// The positions a bias needs from a call: null when each token's position is its index.
-inline bool has_bias_positions(const cpu::rotate_qk_args& qk) { return qk.position_ids || qk.offsets; }
+inline bool has_bias_positions(const kernel::qk_args& qk) { return qk.position_ids || qk.offsets; }
 
-inline position_source position_source_of(const cpu::rotate_qk_args& qk) {
-  return {qk.position_ids, qk.position_type == cpu::index_type::i32, qk.position_ids ? nullptr : qk.offsets,
+inline position_source position_source_of(const kernel::qk_args& qk) {
+  return {qk.position_ids, qk.position_type == kernel::index_type::i32, qk.position_ids ? nullptr : qk.offsets,
           qk.cu_seqlens, qk.batch, qk.seq_len};
 }
 
@@ -57,7 +57,7 @@ namespace detail {
 
 /// An operand's addressable extent against its size, and a padded layout the flash call can walk
 /// (token t of sequence b at t·token_stride: batch_stride = seq_len·token_stride).
-inline void check_attention_operand(const cpu::qk_tensor& t, const cpu::rotate_qk_args& qk, std::int64_t tokens,
+inline void check_attention_operand(const kernel::qk_tensor& t, const kernel::qk_args& qk, std::int64_t tokens,
                                     int dim, const char* name) {
   require(t.token_stride >= 0 && t.head_stride >= 0,
           fmt::format("{}: token_stride and head_stride must be >= 0", name));
@@ -78,10 +78,10 @@ inline void check_attention_operand(const cpu::qk_tensor& t, const cpu::rotate_q
 /// at q and k (the inputs' strides) and the bias positions (or null). With cu_seqlens, seq_len
 /// must hold the longest sequence (device memory is not read on the host), total_tokens the
 /// tokens; padded: total_tokens = batch·seq_len.
-inline flash_operands attention_operands(const cpu::attention_args& a, const void* q, const void* k,
+inline flash_operands attention_operands(const kernel::attention_args& a, const void* q, const void* k,
                                          const std::int64_t* positions, int head_dim, std::int64_t total_tokens,
                                          int* error) {
-  const cpu::rotate_qk_args& qk = a.qk;
+  const kernel::qk_args& qk = a.qk;
   const int v_dim = a.v_dim > 0 ? a.v_dim : head_dim;
   detail::require(total_tokens >= 0, fmt::format("total_tokens: must be >= 0 (got {})", total_tokens));
   if (qk.cu_seqlens)
@@ -91,7 +91,6 @@ inline flash_operands attention_operands(const cpu::attention_args& a, const voi
     detail::require(total_tokens == qk.batch * qk.seq_len,
                     fmt::format("total_tokens: must be batch·seq_len = {} (got {})", qk.batch * qk.seq_len,
                                 total_tokens));
-  detail::require(!qk.qk_norm && !qk.kv_cache && !qk.cache, "qk.qk_norm, qk.kv_cache, qk.cache: must be null");
   detail::require(a.keys == nullptr, "keys: K and V on tokens of their own run on the CPU only (cpu::attention)");
   detail::require(qk.q.in != nullptr && qk.k.in != nullptr && a.v.in != nullptr, "q.in, k.in, v.in: must not be null");
   detail::require(a.out != nullptr, "out: must not be null");

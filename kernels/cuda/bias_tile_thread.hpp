@@ -1,5 +1,5 @@
 #pragma once
-// The grid of the CUDA bias tiles, over a row body of kernels/cpu (gated_path_bias_rows.hpp), grid-
+// The grid of the CUDA bias tiles, over a row body of kernels/common (gated_path_bias_rows.hpp), grid-
 // stride: one thread per element when the body gives single elements (neighbouring threads write
 // neighbouring floats: coalesced stores), else one thread per (head, query) row (GRAPE-AP's row is
 // one suffix sum). Plain arithmetic: tests/cuda_emulation runs it on the host over the same grid.

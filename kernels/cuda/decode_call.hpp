@@ -4,13 +4,13 @@
 // runtime, so the host emulation builds the very programs a launch gets.
 #include <cstdint>
 
-#include "cpu/rotate_qk.hpp"
+#include "common/qk_args.hpp"
 #include "cuda/decode_program.hpp"
 
 namespace grape::cuda {
 
 struct decode_call {
-  cpu::dtype type = cpu::dtype::f32;
+  kernel::dtype type = kernel::dtype::f32;
   decode_shape s;
   const void* q = nullptr;  // encoded queries [batch, q_heads, head_dim]
   const void* k = nullptr;  // K pages

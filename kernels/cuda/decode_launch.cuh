@@ -36,9 +36,9 @@ void launch_decode_typed(const decode_call& c, const Bias& bias, std::int64_t sm
 template <class Bias>
 void launch_decode(const decode_call& c, const Bias& bias, std::int64_t smem_bytes, cudaStream_t stream) {
   switch (c.type) {
-    case cpu::dtype::f32: return launch_decode_typed<float>(c, bias, smem_bytes, stream);
-    case cpu::dtype::f16: return launch_decode_typed<__half>(c, bias, smem_bytes, stream);
-    case cpu::dtype::bf16: return launch_decode_typed<__nv_bfloat16>(c, bias, smem_bytes, stream);
+    case kernel::dtype::f32: return launch_decode_typed<float>(c, bias, smem_bytes, stream);
+    case kernel::dtype::f16: return launch_decode_typed<__half>(c, bias, smem_bytes, stream);
+    case kernel::dtype::bf16: return launch_decode_typed<__nv_bfloat16>(c, bias, smem_bytes, stream);
   }
 }
 

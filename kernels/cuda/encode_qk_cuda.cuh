@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cpu/rotate_qk_plan.hpp"
+#include "common/rotate_plan.hpp"
 #include "cuda/device_view.hpp"
 #include "cuda/encode_qk_thread.hpp"
 #include "cuda/launch.cuh"
@@ -40,7 +40,7 @@ inline int view_block_size(const view_shared_layout& shared, std::int64_t heads)
 }
 
 template <class T, class View, layout_kind Q, layout_kind K>
-void launch_view(const cpu::detail::rotate_plan& p, const View& view, std::int64_t max_position,
+void launch_view(const kernel::rotate_plan& p, const View& view, std::int64_t max_position,
                  int* error_flag, cudaStream_t stream) {
   const std::int64_t heads = p.q.heads + p.k.heads;
   if (p.total_tokens == 0 || heads == 0) return;
@@ -51,20 +51,20 @@ void launch_view(const cpu::detail::rotate_plan& p, const View& view, std::int64
 }
 
 template <class R, layout_kind Q, layout_kind K>
-void encode(const device_encoding<R, Q, K>& enc, const cpu::rotate_qk_args& args, std::int64_t total_tokens,
+void encode(const device_encoding<R, Q, K>& enc, const kernel::rotate_qk_args& args, std::int64_t total_tokens,
             int* device_error_flag, cudaStream_t stream, bool backward) {
   if (const rotary_spec* spec = enc.plane_spec())  // rotation planes: the chunked kernel
     return backward ? cuda::rotate_qk_backward(*spec, *enc.plane_tables(), args, total_tokens, device_error_flag, stream)
                     : cuda::rotate_qk(*spec, *enc.plane_tables(), args, total_tokens, device_error_flag, stream);
   check_device_call(args, device_error_flag);
-  const cpu::detail::device_indices device{total_tokens};
-  cpu::detail::rotate_plan p = cpu::detail::make_instance_plan(enc.shape(), args, &device).plan;
+  const kernel::device_indices device{total_tokens};
+  kernel::rotate_plan p = kernel::make_instance_plan(enc.shape(), args, &device).plan;
   p.sin_sign = backward ? -1.0f : 1.0f;
   using V = typename device_encoding<R, Q, K>::view_type;
   switch (args.type) {
-    case cpu::dtype::f32: return launch_view<float, V, Q, K>(p, enc.view(), args.max_position, device_error_flag, stream);
-    case cpu::dtype::f16: return launch_view<__half, V, Q, K>(p, enc.view(), args.max_position, device_error_flag, stream);
-    case cpu::dtype::bf16:
+    case kernel::dtype::f32: return launch_view<float, V, Q, K>(p, enc.view(), args.max_position, device_error_flag, stream);
+    case kernel::dtype::f16: return launch_view<__half, V, Q, K>(p, enc.view(), args.max_position, device_error_flag, stream);
+    case kernel::dtype::bf16:
       return launch_view<__nv_bfloat16, V, Q, K>(p, enc.view(), args.max_position, device_error_flag, stream);
   }
 }
@@ -75,14 +75,14 @@ void encode(const device_encoding<R, Q, K>& enc, const cpu::rotate_qk_args& args
 /// cu_seqlens (device memory is not read on the host). Q/K layouts, strides, varlen, ids or
 /// offsets, GQA and f32/f16/bf16 as the CPU call; the fused QK-norm and KV-cache write are CPU-only.
 template <class R, layout_kind Q, layout_kind K>
-void rotate_qk(const device_encoding<R, Q, K>& enc, const cpu::rotate_qk_args& args, std::int64_t total_tokens,
+void rotate_qk(const device_encoding<R, Q, K>& enc, const kernel::rotate_qk_args& args, std::int64_t total_tokens,
                int* device_error_flag, cudaStream_t stream) {
   detail::encode(enc, args, total_tokens, device_error_flag, stream, /*backward=*/false);
 }
 
 /// Backward: reads dL/d(out) through args' in pointers, writes dL/d(in) through out (ρ(c)ᵀ, κ(c)ᵀ).
 template <class R, layout_kind Q, layout_kind K>
-void rotate_qk_backward(const device_encoding<R, Q, K>& enc, const cpu::rotate_qk_args& args,
+void rotate_qk_backward(const device_encoding<R, Q, K>& enc, const kernel::rotate_qk_args& args,
                         std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
   detail::encode(enc, args, total_tokens, device_error_flag, stream, /*backward=*/true);
 }
@@ -94,8 +94,8 @@ void rotate_qk_backward(const device_encoding<R, Q, K>& enc, const cpu::rotate_q
 /// (attention_cuda.hpp) rotates through its view.
 #define GRAPE_CUDA_ENCODE_QK(R, L)                                                                          \
   namespace grape::cuda {                                                                                   \
-  template void rotate_qk(const device_encoding<R, layout_kind::L, layout_kind::L>&, const cpu::rotate_qk_args&, \
+  template void rotate_qk(const device_encoding<R, layout_kind::L, layout_kind::L>&, const kernel::rotate_qk_args&, \
                           std::int64_t, int*, cudaStream_t);                                                \
   template void rotate_qk_backward(const device_encoding<R, layout_kind::L, layout_kind::L>&,               \
-                                   const cpu::rotate_qk_args&, std::int64_t, int*, cudaStream_t);           \
+                                   const kernel::rotate_qk_args&, std::int64_t, int*, cudaStream_t);           \
   }

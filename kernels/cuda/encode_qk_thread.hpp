@@ -13,7 +13,7 @@
 // plain data: tests/cuda_emulation runs it on the host over the same grid.
 #include <cstdint>
 
-#include "cpu/rotate_qk_addressing.hpp"
+#include "common/rotate_addressing.hpp"
 #include "cuda/storage.hpp"
 #include "grape/config.hpp"
 #include "grape/math/rotate.hpp"
@@ -37,17 +37,17 @@ view_shared_layout shared_layout_of(const View& v) {
 
 template <class T, class View, math::layout_kind QLayout, math::layout_kind KLayout>
 struct encode_token_thread {
-  cpu::detail::rotate_plan p;
+  kernel::rotate_plan p;
   View view;  // its arrays in device memory (device_view)
   view_shared_layout shared;
   std::int64_t max_position;  // positions must lie in [0, max_position)
   int* error_flag;            // set to 1 for a bad position; that token is left untouched
 
-  GRAPE_HOST_DEVICE bool coordinates(std::int64_t token, cpu::detail::token_place place,
+  GRAPE_HOST_DEVICE bool coordinates(std::int64_t token, kernel::token_place place,
                                      std::int64_t* c) const {
     const bool backward = p.sin_sign < 0.0f;
     for (int a = 0; a < View::rank; ++a) {
-      const std::int64_t m = cpu::detail::position_of(p, token, place, a);
+      const std::int64_t m = kernel::position_of(p, token, place, a);
       if (m < 0 || m >= max_position) return false;
       c[a] = backward ? -m : m;
     }
@@ -56,7 +56,7 @@ struct encode_token_thread {
 
   /// Phase 1: the state of Q's action at smem[0, state), of K's at smem[state, 2·state).
   GRAPE_HOST_DEVICE void fill_table(std::int64_t token, int tid, int nthreads, float* smem) const {
-    const auto place = cpu::detail::locate_token(p, token);
+    const auto place = kernel::locate_token(p, token);
     std::int64_t c[View::rank];
     if (!coordinates(token, place, c)) {
       if (tid == 0) *error_flag = 1;
@@ -69,7 +69,7 @@ struct encode_token_thread {
 
   /// Phase 2: every head of Q and K at this token, one head per thread at a time.
   GRAPE_HOST_DEVICE void rotate(std::int64_t token, int tid, int nthreads, float* smem) const {
-    const auto place = cpu::detail::locate_token(p, token);
+    const auto place = kernel::locate_token(p, token);
     std::int64_t c[View::rank];
     if (!coordinates(token, place, c)) return;  // reported by fill_table
     const bool backward = p.sin_sign < 0.0f;
@@ -85,10 +85,10 @@ struct encode_token_thread {
   }
 
   template <math::layout_kind Layout>
-  GRAPE_HOST_DEVICE void encode_head(const cpu::detail::qk_operand& t, std::int64_t h, std::int64_t token,
-                                     cpu::detail::token_place place, const float* state, bool key,
+  GRAPE_HOST_DEVICE void encode_head(const kernel::qk_operand& t, std::int64_t h, std::int64_t token,
+                                     kernel::token_place place, const float* state, bool key,
                                      float* in) const {
-    const std::int64_t base = cpu::detail::token_offset(t, p, token, place) + h * t.head_stride;
+    const std::int64_t base = kernel::token_offset(t, p, token, place) + h * t.head_stride;
     const T* x = static_cast<const T*>(t.in) + base;
     T* y = static_cast<T*>(t.out) + base;
     const int rd = p.rotary_dim;

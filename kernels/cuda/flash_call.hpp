@@ -5,7 +5,7 @@
 // the very program a launch gets.
 #include <cstdint>
 
-#include "cpu/rotate_qk.hpp"
+#include "common/qk_args.hpp"
 #include "cuda/flash_backward_program.hpp"
 #include "cuda/flash_program.hpp"
 
@@ -17,7 +17,7 @@ namespace grape::cuda {
 /// all in device memory. Sequences: packed (cu_seqlens [batch + 1], device memory) with seq_len
 /// the longest, or padded (cu_seqlens null) with seq_len tokens each.
 struct flash_operands {
-  cpu::dtype type = cpu::dtype::f32;
+  kernel::dtype type = kernel::dtype::f32;
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
@@ -43,15 +43,13 @@ struct flash_plan {
   std::int64_t smem_bytes = 0;
 };
 
-inline int element_bytes(cpu::dtype t) { return t == cpu::dtype::f32 ? 4 : 2; }
-
 /// The largest tile (rows, then cols, from 64 down to 16) whose shared memory fits smem_limit
 /// bytes; rows 0 when none does.
 inline flash_plan plan_flash(const flash_operands& ops, std::int64_t smem_limit) {
   const int v_dim = ops.v_dim > 0 ? ops.v_dim : ops.head_dim;
   for (int rows = 64; rows >= 16; rows /= 2)
     for (int cols = 64; cols >= 16; cols /= 2) {
-      const flash_smem m = flash_smem_of(element_bytes(ops.type), rows, cols, ops.head_dim, v_dim);
+      const flash_smem m = flash_smem_of(static_cast<int>(kernel::element_bytes(ops.type)), rows, cols, ops.head_dim, v_dim);
       if (m.bytes <= smem_limit) return {rows, cols, 2 * rows, m.bytes};
     }
   return {};
@@ -122,7 +120,7 @@ void bias_partials_size(const Bias& bias, int q_heads, std::int64_t tokens, std:
 inline flash_plan plan_flash_backward(const flash_operands& ops, std::int64_t smem_limit) {
   const int v_dim = ops.v_dim > 0 ? ops.v_dim : ops.head_dim;
   for (int tile = 64; tile >= 16; tile /= 2) {
-    const auto m = flash_backward_smem_of(element_bytes(ops.type), tile, ops.head_dim, v_dim);
+    const auto m = flash_backward_smem_of(static_cast<int>(kernel::element_bytes(ops.type)), tile, ops.head_dim, v_dim);
     if (m.bytes <= smem_limit) return {tile, tile, 2 * tile, m.bytes};
   }
   return {};

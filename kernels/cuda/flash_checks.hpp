@@ -27,7 +27,7 @@ inline void check_dim(int dim, const char* name) {
 }  // namespace detail
 
 inline void check_flash(const flash_operands& ops) {
-  detail::require(ops.type == cpu::dtype::f32 || ops.type == cpu::dtype::f16 || ops.type == cpu::dtype::bf16,
+  detail::require(ops.type == kernel::dtype::f32 || ops.type == kernel::dtype::f16 || ops.type == kernel::dtype::bf16,
           "type: must be f32, f16 or bf16");
   detail::require(ops.q_heads > 0 && ops.q_heads <= 65535,
                   fmt::format("q_heads: must be in [1, 65535] (got {})", ops.q_heads));

@@ -41,9 +41,9 @@ void launch_flash(const flash_operands& ops, const Bias& bias, cudaStream_t stre
           fmt::format("head_dim {}, v_dim {}: no tile fits the device's shared memory", ops.head_dim, ops.v_dim));
   check_bias_positions(ops.positions, ops.tokens, bias, ops.error, stream);
   switch (ops.type) {
-    case cpu::dtype::f32: return launch_flash_f32(ops, plan, bias, stream);
-    case cpu::dtype::f16: return launch_flash_f16(ops, plan, bias, stream);
-    case cpu::dtype::bf16: return launch_flash_bf16(ops, plan, bias, stream);
+    case kernel::dtype::f32: return launch_flash_f32(ops, plan, bias, stream);
+    case kernel::dtype::f16: return launch_flash_f16(ops, plan, bias, stream);
+    case kernel::dtype::bf16: return launch_flash_bf16(ops, plan, bias, stream);
   }
 }
 
@@ -72,9 +72,9 @@ void launch_flash_backward(const flash_operands& ops, const flash_grads& grads, 
                                      ops.head_dim, ops.v_dim));
   check_bias_positions(ops.positions, ops.tokens, bias, ops.error, stream);
   switch (ops.type) {
-    case cpu::dtype::f32: return launch_flash_backward_f32(ops, g, plan, bias, stream);
-    case cpu::dtype::f16: return launch_flash_backward_f16(ops, g, plan, bias, stream);
-    case cpu::dtype::bf16: return launch_flash_backward_bf16(ops, g, plan, bias, stream);
+    case kernel::dtype::f32: return launch_flash_backward_f32(ops, g, plan, bias, stream);
+    case kernel::dtype::f16: return launch_flash_backward_f16(ops, g, plan, bias, stream);
+    case kernel::dtype::bf16: return launch_flash_backward_bf16(ops, g, plan, bias, stream);
   }
 }
 

@@ -1,10 +1,10 @@
-// Gated GRAPE-A's and GRAPE-AP's bias tiles on the device over the CPU's row bodies (cpu/gated_path_bias_rows.hpp):
+// Gated GRAPE-A's and GRAPE-AP's bias tiles on the device over the shared row bodies (common/gated_path_bias_rows.hpp):
 // one thread per element (gated) or per (head, query) row (path integral), grid-stride; and
 // GRAPE-AP's gradient (path_integral_grad_thread.hpp), a pass over rows then one over tokens;
-// gated GRAPE-A's (cpu/gated_linear_grad_items.hpp: the CPU's bodies), tokens then heads.
+// gated GRAPE-A's (common/gated_linear_grad_items.hpp: the CPU's bodies too), tokens then heads.
 #include <cuda_runtime.h>
 
-#include "cpu/gated_path_bias_rows.hpp"
+#include "common/gated_path_bias_rows.hpp"
 #include "cuda/bias_tile_thread.hpp"
 #include "cuda/errors.hpp"
 #include "cuda/gated_path_bias_launch.hpp"
@@ -35,14 +35,14 @@ void launch_path_integral_grad(const path_integral_grad_call& call, cudaStream_t
   launch(path_integral_grad_tokens{call}, items, stream, "the path-integral gradient's tokens");
 }
 
-void launch_gated_linear_grad(const cpu::gated_linear_grad_call& call, cudaStream_t stream) {
-  launch(cpu::gated_linear_grad_tokens{call}, static_cast<std::int64_t>(call.heads) * call.length, stream,
+void launch_gated_linear_grad(const kernel::gated_linear_grad_call& call, cudaStream_t stream) {
+  launch(kernel::gated_linear_grad_tokens{call}, static_cast<std::int64_t>(call.heads) * call.length, stream,
          "the gated gradient's tokens");
   // After every token: the same stream.
-  launch(cpu::gated_linear_grad_heads{call}, call.heads, stream, "the gated gradient's heads");
+  launch(kernel::gated_linear_grad_heads{call}, call.heads, stream, "the gated gradient's heads");
 }
 
-void launch_bias_rows(const cpu::detail::gated_linear_rows& rows, cudaStream_t stream) { launch_tile(rows, stream); }
-void launch_bias_rows(const cpu::detail::path_integral_rows& rows, cudaStream_t stream) { launch_tile(rows, stream); }
+void launch_bias_rows(const kernel::gated_linear_rows& rows, cudaStream_t stream) { launch_tile(rows, stream); }
+void launch_bias_rows(const kernel::path_integral_rows& rows, cudaStream_t stream) { launch_tile(rows, stream); }
 
 }  // namespace grape::cuda::detail

@@ -8,10 +8,10 @@
 // The same row bodies as the CPU (float64 per element, rounded once; keys after the query −∞),
 // one thread per element or row. Shapes are checked on the host as the CPU checks them.
 // path_integral_grad: GRAPE-AP's dL/dp from the tile's gradient (path_integral_grad_thread.hpp);
-// gated_linear_grad: gated GRAPE-A's dL/d(ω, gates) (cpu/gated_linear_grad_items.hpp).
+// gated_linear_grad: gated GRAPE-A's dL/d(ω, gates) (common/gated_linear_grad_items.hpp).
 #include <cstdint>
 
-#include "cpu/score_bias.hpp"
+#include "common/bias_tile.hpp"
 #include "cuda/device_arrays.hpp"
 #include "grape/encodings/grape_a_gated.hpp"
 #include "grape/encodings/grape_ap.hpp"
@@ -64,7 +64,7 @@ void path_integral_grad(const device_path_integral_bias& bias, const double* gra
 void gated_linear_grad(const device_gated_bias& bias, const double* grad_tile, double* grad, cudaStream_t stream);
 
 /// Writes the tile (tile.out in device memory; tile.threads is not used).
-void bias_tile(const device_gated_bias& bias, const cpu::bias_tile& tile, cudaStream_t stream);
-void bias_tile(const device_path_integral_bias& bias, const cpu::bias_tile& tile, cudaStream_t stream);
+void bias_tile(const device_gated_bias& bias, const kernel::bias_tile& tile, cudaStream_t stream);
+void bias_tile(const device_path_integral_bias& bias, const kernel::bias_tile& tile, cudaStream_t stream);
 
 }  // namespace grape::cuda

@@ -2,7 +2,10 @@
 // tile checked as the CPU checks it, the row bodies over device pointers.
 #include <cmath>
 
-#include "cpu/encode_bias_gated_path.hpp"
+#include "common/bias_tile.hpp"
+#include "common/gated_path_bias_rows.hpp"
+#include "grape/encodings/grape_a_gated.hpp"
+#include "grape/encodings/grape_ap.hpp"
 #include "cuda/gated_path_bias_cuda.hpp"
 #include "cuda/gated_path_bias_launch.hpp"
 
@@ -23,16 +26,16 @@ device_path_integral_bias::device_path_integral_bias(const bias_instance<path_in
       offset_cos(arrays_.copy(inst.bias.offset_cos, bias_array)),
       offset_sin(arrays_.copy(inst.bias.offset_sin, bias_array)) {}
 
-void bias_tile(const device_gated_bias& b, const cpu::bias_tile& tile, cudaStream_t stream) {
-  cpu::detail::require_tile_in_sequence(tile, b.heads, b.length);
-  detail::launch_bias_rows(cpu::detail::gated_linear_rows{cpu::detail::shape_of(tile), b.length, b.omega,
+void bias_tile(const device_gated_bias& b, const kernel::bias_tile& tile, cudaStream_t stream) {
+  kernel::require_tile_in_sequence(tile, b.heads, b.length);
+  detail::launch_bias_rows(kernel::gated_linear_rows{kernel::shape_of(tile), b.length, b.omega,
                                                           b.key_gate, b.query_gate},
                            stream);
 }
 
-void bias_tile(const device_path_integral_bias& b, const cpu::bias_tile& tile, cudaStream_t stream) {
-  cpu::detail::require_tile_in_sequence(tile, b.heads, b.length);
-  detail::launch_bias_rows(cpu::detail::path_integral_rows{cpu::detail::shape_of(tile), b.length, b.dim,
+void bias_tile(const device_path_integral_bias& b, const kernel::bias_tile& tile, cudaStream_t stream) {
+  kernel::require_tile_in_sequence(tile, b.heads, b.length);
+  detail::launch_bias_rows(kernel::path_integral_rows{kernel::shape_of(tile), b.length, b.dim,
                                                            b.slopes, b.rows, b.keys,
                                                            b.offset_cos, b.offset_sin},
                            stream);

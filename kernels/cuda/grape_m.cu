@@ -28,17 +28,17 @@ void launch_as(const Launch& l, std::int64_t tokens, cudaStream_t stream) {
 }
 
 template <bool Grads, class Launch>
-void launch_any(const Launch& l, const cpu::detail::rotate_plan& p, cpu::dtype type, math::layout_kind layout,
+void launch_any(const Launch& l, const kernel::rotate_plan& p, kernel::dtype type, math::layout_kind layout,
                 cudaStream_t stream) {
   if (p.total_tokens == 0 || p.q.heads + p.k.heads == 0) return;
   const bool half = layout == math::layout_kind::half_split;
   constexpr auto H = math::layout_kind::half_split, I = math::layout_kind::interleaved;
   switch (type) {
-    case cpu::dtype::f32:
+    case kernel::dtype::f32:
       return half ? launch_as<Grads, float, H>(l, p.total_tokens, stream) : launch_as<Grads, float, I>(l, p.total_tokens, stream);
-    case cpu::dtype::f16:
+    case kernel::dtype::f16:
       return half ? launch_as<Grads, __half, H>(l, p.total_tokens, stream) : launch_as<Grads, __half, I>(l, p.total_tokens, stream);
-    case cpu::dtype::bf16:
+    case kernel::dtype::bf16:
       return half ? launch_as<Grads, __nv_bfloat16, H>(l, p.total_tokens, stream)
                   : launch_as<Grads, __nv_bfloat16, I>(l, p.total_tokens, stream);
   }
@@ -46,11 +46,11 @@ void launch_any(const Launch& l, const cpu::detail::rotate_plan& p, cpu::dtype t
 
 }  // namespace
 
-void launch_grape_m(const grape_m_launch& l, cpu::dtype type, math::layout_kind layout, cudaStream_t stream) {
+void launch_grape_m(const grape_m_launch& l, kernel::dtype type, math::layout_kind layout, cudaStream_t stream) {
   launch_any<false>(l, l.call.p, type, layout, stream);
 }
 
-void launch_grape_m_grads(const grape_m_grads_launch& l, cpu::dtype type, math::layout_kind layout,
+void launch_grape_m_grads(const grape_m_grads_launch& l, kernel::dtype type, math::layout_kind layout,
                           cudaStream_t stream) {
   launch_any<true>(l, l.call.c.p, type, layout, stream);
 }

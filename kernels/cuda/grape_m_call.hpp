@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/grape_m_plan.hpp"
+#include "common/grape_m_plan.hpp"
 #include "cuda/grape_m_grads_thread.hpp"
 #include "cuda/grape_m_thread.hpp"
 #include "grape/detail/error.hpp"
@@ -30,8 +30,8 @@ struct grape_m_host_tables {
   std::vector<double> turns;
   std::vector<double> thetas;
 };
-inline grape_m_host_tables host_tables_of(const cpu::grape_m_spec& spec) {
-  cpu::detail::grape_m_turns turns = cpu::detail::turns_of(spec);
+inline grape_m_host_tables host_tables_of(const kernel::grape_m_spec& spec) {
+  kernel::grape_m_turns turns = kernel::turns_of(spec);
   const std::size_t count = static_cast<std::size_t>(spec.freq_rows) * spec.planes;
   return {std::move(turns.fractions), std::move(turns.turns), std::vector<double>(spec.freqs, spec.freqs + count)};
 }
@@ -45,12 +45,12 @@ struct grape_m_launch {
 
 /// Plans the call: spec.freqs is host memory, spec.phases and every index array of args device
 /// memory (not read: the kernel flags bad positions and non-finite phases).
-inline grape_m_launch plan_grape_m_launch(const cpu::grape_m_spec& spec, grape_m_tables tables,
-                                          const cpu::rotate_qk_args& args, std::int64_t total_tokens,
+inline grape_m_launch plan_grape_m_launch(const kernel::grape_m_spec& spec, grape_m_tables tables,
+                                          const kernel::rotate_qk_args& args, std::int64_t total_tokens,
                                           int* error_flag, bool backward) {
   constexpr std::int64_t shared_budget_floats = 48 * 1024 / sizeof(float);
-  const cpu::detail::device_indices device{total_tokens};
-  const cpu::detail::grape_m_plan planned = cpu::detail::plan_grape_m(spec, args, &device);
+  const kernel::device_indices device{total_tokens};
+  const kernel::grape_m_plan planned = kernel::plan_grape_m(spec, args, &device);
   grape_m_launch l;
   grape_m_call& c = l.call;
   c.p = planned.owned.plan;  // no pointer into the owned arrays: GRAPE-M's plan has no tables
@@ -80,19 +80,19 @@ struct grape_m_grads_launch {
   int block = 1;
   std::int64_t shared_bytes() const { return call.c.table_floats() * static_cast<std::int64_t>(sizeof(float)); }
 };
-inline grape_m_grads_launch plan_grape_m_grads_launch(const cpu::grape_m_spec& spec, grape_m_tables tables,
-                                                      const double* thetas, const cpu::rotate_qk_args& forward,
-                                                      const void* grad_q, const void* grad_k, cpu::grape_m_grads out,
+inline grape_m_grads_launch plan_grape_m_grads_launch(const kernel::grape_m_spec& spec, grape_m_tables tables,
+                                                      const double* thetas, const kernel::rotate_qk_args& forward,
+                                                      const void* grad_q, const void* grad_k, kernel::grape_m_grads out,
                                                       std::int64_t total_tokens, int* error_flag) {
-  const cpu::rotate_qk_args args = cpu::detail::grads_call_args(spec, forward, grad_q, grad_k, out);
+  const kernel::rotate_qk_args args = kernel::grads_call_args(spec, forward, grad_q, grad_k, out);
   const grape_m_launch l = plan_grape_m_launch(spec, tables, args, total_tokens, error_flag, false);
   return {{l.call, grad_q, grad_k, thetas, out.freqs, out.phases}, l.block};
 }
 
 namespace detail {
 /// Launches the body for the call's dtype and layout (grape_m.cu).
-void launch_grape_m(const grape_m_launch& l, cpu::dtype type, math::layout_kind layout, cudaStream_t stream);
-void launch_grape_m_grads(const grape_m_grads_launch& l, cpu::dtype type, math::layout_kind layout,
+void launch_grape_m(const grape_m_launch& l, kernel::dtype type, math::layout_kind layout, cudaStream_t stream);
+void launch_grape_m_grads(const grape_m_grads_launch& l, kernel::dtype type, math::layout_kind layout,
                           cudaStream_t stream);
 }  // namespace detail
 

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "cpu/grape_m.hpp"
+#include "common/grape_m_args.hpp"
 #include "cuda/device_arrays.hpp"
 #include "cuda/rotate_qk_cuda.hpp"
 
@@ -26,10 +26,10 @@ namespace grape::cuda {
 /// come with each call); the spec is checked as the CPU checks it.
 class device_grape_m {
  public:
-  explicit device_grape_m(const cpu::grape_m_spec& spec);
+  explicit device_grape_m(const kernel::grape_m_spec& spec);
 
   /// The spec, its freqs pointing at a host copy held here.
-  const cpu::grape_m_spec& spec() const { return spec_; }
+  const kernel::grape_m_spec& spec() const { return spec_; }
   const std::uint64_t* turn_fractions() const { return fractions_; }
   const double* turns() const { return turns_; }
   const double* thetas() const { return thetas_; }
@@ -38,7 +38,7 @@ class device_grape_m {
   const device_rotary* rotary_tables() const { return rotary_tables_.get(); }
 
  private:
-  cpu::grape_m_spec spec_;
+  kernel::grape_m_spec spec_;
   std::vector<double> freqs_;
   device_arrays arrays_;
   const std::uint64_t* fractions_ = nullptr;
@@ -50,7 +50,7 @@ class device_grape_m {
 
 /// Per-token phases Φ in device memory, [rows, total_tokens] float64 (rows: 1 or the key heads);
 /// values null: integer positions. origin (same shape, or null): dL/dθ's origin, as
-/// cpu::grape_m_spec::phase_origin.
+/// kernel::grape_m_spec::phase_origin.
 struct device_phases {
   const double* values = nullptr;
   int rows = 1;
@@ -58,19 +58,19 @@ struct device_phases {
 };
 
 /// Rotates Q and K (total_tokens is required with cu_seqlens: device memory is not read).
-void grape_m_rotate_qk(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases,
+void grape_m_rotate_qk(const device_grape_m& m, const kernel::rotate_qk_args& args, device_phases phases,
                        std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream);
 
 /// Backward: reads dL/d(out) through args' in pointers, writes dL/d(in) through out (−angle).
-void grape_m_rotate_qk_backward(const device_grape_m& m, const cpu::rotate_qk_args& args, device_phases phases,
+void grape_m_rotate_qk_backward(const device_grape_m& m, const kernel::rotate_qk_args& args, device_phases phases,
                                 std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream);
 
 /// dL/dθ [freq_rows, planes] and, with phases, dL/dΦ [phase_rows, total_tokens] (float64, device
 /// memory, overwritten; either may be null), as cpu::grape_m_param_grads: `forward` describes the
 /// forward call (inputs x in q.in / k.in), grad_q / grad_k hold dL/d(out) with the same strides.
 /// Float64 atomics accumulate dL/dθ across blocks: the sum's order, and so its last bits, vary.
-void grape_m_param_grads(const device_grape_m& m, const cpu::rotate_qk_args& forward, device_phases phases,
-                         const void* grad_q, const void* grad_k, cpu::grape_m_grads out, std::int64_t total_tokens,
+void grape_m_param_grads(const device_grape_m& m, const kernel::rotate_qk_args& forward, device_phases phases,
+                         const void* grad_q, const void* grad_k, kernel::grape_m_grads out, std::int64_t total_tokens,
                          int* device_error_flag, cudaStream_t stream);
 
 }  // namespace grape::cuda

@@ -36,7 +36,7 @@ struct grape_m_grads_thread {
   GRAPE_HOST_DEVICE void rotate(std::int64_t token, int tid, int nthreads, const float* table) const {
     const grape_m_call& c = g.c;
     const grape_m_token_thread<T, Layout> forward{c};
-    const auto place = cpu::detail::locate_token(c.p, token);
+    const auto place = kernel::locate_token(c.p, token);
     if (!forward.token_ok(token, place)) return;  // reported by fill_table
     const std::int64_t total = (c.p.q.heads + c.p.k.heads) * c.planes;
     const int rd = 2 * c.planes;
@@ -44,9 +44,9 @@ struct grape_m_grads_thread {
       const std::int64_t head_all = u / c.planes;
       const int j = static_cast<int>(u % c.planes);
       const bool is_q = head_all < c.p.q.heads;
-      const cpu::detail::qk_operand& t = is_q ? c.p.q : c.p.k;
+      const kernel::qk_operand& t = is_q ? c.p.q : c.p.k;
       const std::int64_t h = is_q ? head_all : head_all - c.p.q.heads;
-      const std::int64_t base = cpu::detail::token_offset(t, c.p, token, place) + h * t.head_stride;
+      const std::int64_t base = kernel::token_offset(t, c.p, token, place) + h * t.head_stride;
       const T* x = static_cast<const T*>(t.in) + base;
       const T* dy = static_cast<const T*>(is_q ? g.grad_q : g.grad_k) + base;
       const std::int64_t kv = is_q ? h / c.group : h;
@@ -60,7 +60,7 @@ struct grape_m_grads_thread {
       const double dphi = storage<T>::load(dy[c1]) * y0 - storage<T>::load(dy[c0]) * y1;
       const std::int64_t fr = c.freq_rows == 1 ? 0 : kv, pr = c.phase_rows == 1 ? 0 : kv;
       const double p = c.phases != nullptr ? c.phases[pr * c.p.total_tokens + token]
-                                           : static_cast<double>(cpu::detail::position_of(c.p, token, place, 0));
+                                           : static_cast<double>(kernel::position_of(c.p, token, place, 0));
       // dL/dθ from p − origin (cpu::grape_m_param_grads says why)
       const double origin = c.phases && c.phase_origin ? c.phase_origin[pr * c.p.total_tokens + token] : 0.0;
       const double sign = c.sin_sign;  // φ = sign·p·θ

@@ -12,7 +12,7 @@
 // untouched. Plain arithmetic on plain data: tests/cuda_emulation runs it on the host.
 #include <cstdint>
 
-#include "cpu/rotate_qk_addressing.hpp"
+#include "common/rotate_addressing.hpp"
 #include "cuda/storage.hpp"
 #include "grape/config.hpp"
 #include "grape/math/phase.hpp"
@@ -23,7 +23,7 @@ namespace grape::cuda {
 
 /// What one GRAPE-M launch runs (device pointers), planned by plan_grape_m_launch (grape_m_call.hpp).
 struct grape_m_call {
-  cpu::detail::rotate_plan p;
+  kernel::rotate_plan p;
   std::int64_t group = 0;                    // query heads per key head
   int planes = 0;
   int freq_rows = 1, phase_rows = 1;         // 1 or the key heads
@@ -47,9 +47,9 @@ template <class T, math::layout_kind Layout>
 struct grape_m_token_thread {
   grape_m_call c;
 
-  GRAPE_HOST_DEVICE bool token_ok(std::int64_t token, cpu::detail::token_place place) const {
+  GRAPE_HOST_DEVICE bool token_ok(std::int64_t token, kernel::token_place place) const {
     if (c.phases == nullptr) {
-      const std::int64_t m = cpu::detail::position_of(c.p, token, place, 0);
+      const std::int64_t m = kernel::position_of(c.p, token, place, 0);
       return m >= 0 && m < c.max_position;
     }
     for (int r = 0; r < c.phase_rows; ++r) {
@@ -60,12 +60,12 @@ struct grape_m_token_thread {
   }
 
   /// cos and ±sin of plane j of row `row` (a key head, or 0) at this token.
-  GRAPE_HOST_DEVICE math::sin_cos plane_sincos(std::int64_t token, cpu::detail::token_place place, std::int64_t row,
+  GRAPE_HOST_DEVICE math::sin_cos plane_sincos(std::int64_t token, kernel::token_place place, std::int64_t row,
                                                int j) const {
     const std::int64_t fr = c.freq_rows == 1 ? 0 : row;
     math::phase_t phase;
     if (c.phases == nullptr) {
-      phase = math::phase_at(cpu::detail::position_of(c.p, token, place, 0), c.fractions[fr * c.planes + j]);
+      phase = math::phase_at(kernel::position_of(c.p, token, place, 0), c.fractions[fr * c.planes + j]);
     } else {
       const double phi = c.phases[(c.phase_rows == 1 ? 0 : row) * c.p.total_tokens + token];
       phase = math::phase_of_turns(phi * c.turns[fr * c.planes + j]);
@@ -76,7 +76,7 @@ struct grape_m_token_thread {
 
   /// Phase 1: table[r·2P + j] = cos, table[r·2P + P + j] = ±sin.
   GRAPE_HOST_DEVICE void fill_table(std::int64_t token, int tid, int nthreads, float* table) const {
-    const auto place = cpu::detail::locate_token(c.p, token);
+    const auto place = kernel::locate_token(c.p, token);
     if (!token_ok(token, place)) {
       if (tid == 0) *c.error_flag = 1;
       return;
@@ -94,7 +94,7 @@ struct grape_m_token_thread {
 
   /// Phase 2: every (head, plane) and pass-through channel of the token.
   GRAPE_HOST_DEVICE void rotate(std::int64_t token, int tid, int nthreads, const float* table) const {
-    const auto place = cpu::detail::locate_token(c.p, token);
+    const auto place = kernel::locate_token(c.p, token);
     if (!token_ok(token, place)) return;  // reported by fill_table
     const std::int64_t per_head = c.units_per_head();
     const std::int64_t total = (c.p.q.heads + c.p.k.heads) * per_head;
@@ -102,9 +102,9 @@ struct grape_m_token_thread {
     for (std::int64_t u = tid; u < total; u += nthreads) {
       const std::int64_t head_all = u / per_head, j = u % per_head;
       const bool is_q = head_all < c.p.q.heads;
-      const cpu::detail::qk_operand& t = is_q ? c.p.q : c.p.k;
+      const kernel::qk_operand& t = is_q ? c.p.q : c.p.k;
       const std::int64_t h = is_q ? head_all : head_all - c.p.q.heads;
-      const std::int64_t base = cpu::detail::token_offset(t, c.p, token, place) + h * t.head_stride;
+      const std::int64_t base = kernel::token_offset(t, c.p, token, place) + h * t.head_stride;
       const T* in = static_cast<const T*>(t.in) + base;
       T* out = static_cast<T*>(t.out) + base;
       if (j >= c.planes) {  // pass-through channel, out of place only

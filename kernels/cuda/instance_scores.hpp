@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu/attention_args.hpp"
+#include "common/attention_args.hpp"
 #include "cuda/flash_call.hpp"
 #include "cuda/flash_scores.hpp"
 #include "grape/encodings/alibi.hpp"
@@ -139,11 +139,11 @@ auto instance_scores(const Instance& inst, Place& place) {
   } else if constexpr (!has_score_bias<Instance>) {
     return no_scores{};
   } else {
-    using bias_type = std::remove_cvref_t<decltype(*cpu::detail::bias_part(inst))>;
+    using bias_type = std::remove_cvref_t<decltype(*kernel::bias_part(inst))>;
     static_assert(CudaScoreBias<bias_type>,
                   "grape: this score bias has no device form: give it score_view() const returning a ScoreView "
                   "(kernels/cuda/instance_scores.hpp)");
-    return scores_of(*cpu::detail::bias_part(inst), place);
+    return scores_of(*kernel::bias_part(inst), place);
   }
 }
 

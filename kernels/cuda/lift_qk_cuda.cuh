@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "cpu/lift_qk_plan.hpp"
+#include "common/lift_plan.hpp"
 #include "cuda/device_arrays.hpp"
 #include "cuda/device_view.hpp"
 #include "cuda/encode_qk_cuda.cuh"
@@ -49,12 +49,12 @@ class device_lift {
     if (!device_views.empty()) per_thread_ = lift_thread_floats(inst.head_dim, device_views.front());
   }
 
-  const cpu::detail::lift_shape& shape() const { return shape_; }
+  const kernel::lift_shape& shape() const { return shape_; }
   const view_type* views() const { return views_; }
   int per_thread_floats() const { return per_thread_; }
 
  private:
-  cpu::detail::lift_shape shape_;
+  kernel::lift_shape shape_;
   int per_thread_ = 0;
   std::vector<std::unique_ptr<device_view<view_type>>> heads_;
   device_arrays arrays_;
@@ -64,7 +64,7 @@ class device_lift {
 namespace detail {
 
 template <class T, class View>
-void launch_lift(const cpu::detail::lift_plan& lp, const View* views, int per_thread, std::int64_t max_position,
+void launch_lift(const kernel::lift_plan& lp, const View* views, int per_thread, std::int64_t max_position,
                  int* error_flag, cudaStream_t stream) {
   const std::int64_t units = lp.plan.q.heads + (lp.backward ? lp.plan.k.heads : lp.plan.q.heads);
   if (lp.plan.total_tokens == 0 || units == 0) return;
@@ -75,18 +75,18 @@ void launch_lift(const cpu::detail::lift_plan& lp, const View* views, int per_th
 }
 
 template <class R>
-void lift(const device_lift<R>& enc, const cpu::rotate_qk_args& args, const cpu::lifted_tensor& q,
-          const cpu::lifted_tensor& k, std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream,
+void lift(const device_lift<R>& enc, const kernel::rotate_qk_args& args, const kernel::lifted_tensor& q,
+          const kernel::lifted_tensor& k, std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream,
           bool backward) {
   check_device_call(args, device_error_flag);
-  const cpu::detail::device_indices device{total_tokens};
-  const cpu::detail::lift_plan lp = cpu::detail::make_lift_plan(enc.shape(), args, q, k, backward, &device);
+  const kernel::device_indices device{total_tokens};
+  const kernel::lift_plan lp = kernel::make_lift_plan(enc.shape(), args, q, k, backward, &device);
   using V = typename device_lift<R>::view_type;
   const int n = enc.per_thread_floats();
   switch (args.type) {
-    case cpu::dtype::f32: return launch_lift<float, V>(lp, enc.views(), n, args.max_position, device_error_flag, stream);
-    case cpu::dtype::f16: return launch_lift<__half, V>(lp, enc.views(), n, args.max_position, device_error_flag, stream);
-    case cpu::dtype::bf16:
+    case kernel::dtype::f32: return launch_lift<float, V>(lp, enc.views(), n, args.max_position, device_error_flag, stream);
+    case kernel::dtype::f16: return launch_lift<__half, V>(lp, enc.views(), n, args.max_position, device_error_flag, stream);
+    case kernel::dtype::bf16:
       return launch_lift<__nv_bfloat16, V>(lp, enc.views(), n, args.max_position, device_error_flag, stream);
   }
 }
@@ -95,16 +95,16 @@ void lift(const device_lift<R>& enc, const cpu::rotate_qk_args& args, const cpu:
 
 /// Lifts Q and K on the device (cpu::lift_qk's contract; total_tokens is required with cu_seqlens).
 template <class R>
-void lift_qk(const device_lift<R>& enc, const cpu::rotate_qk_args& args, const cpu::lifted_tensor& q_lifted,
-             const cpu::lifted_tensor& k_lifted, std::int64_t total_tokens, int* device_error_flag,
+void lift_qk(const device_lift<R>& enc, const kernel::rotate_qk_args& args, const kernel::lifted_tensor& q_lifted,
+             const kernel::lifted_tensor& k_lifted, std::int64_t total_tokens, int* device_error_flag,
              cudaStream_t stream) {
   detail::lift(enc, args, q_lifted, k_lifted, total_tokens, device_error_flag, stream, /*backward=*/false);
 }
 
 /// Backward on the device (cpu::lift_qk_backward's contract).
 template <class R>
-void lift_qk_backward(const device_lift<R>& enc, const cpu::rotate_qk_args& args,
-                      const cpu::lifted_tensor& grad_q_lifted, const cpu::lifted_tensor& grad_k_lifted,
+void lift_qk_backward(const device_lift<R>& enc, const kernel::rotate_qk_args& args,
+                      const kernel::lifted_tensor& grad_q_lifted, const kernel::lifted_tensor& grad_k_lifted,
                       std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream) {
   detail::lift(enc, args, grad_q_lifted, grad_k_lifted, total_tokens, device_error_flag, stream, /*backward=*/true);
 }

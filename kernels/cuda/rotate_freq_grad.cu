@@ -25,16 +25,16 @@ void launch_tokens(const freq_grad_call& c, std::int64_t tokens, cudaStream_t st
 
 }  // namespace
 
-void launch_freq_grad(const freq_grad_call& c, cpu::dtype type, std::int64_t tokens, double* grad_inv_freq,
+void launch_freq_grad(const freq_grad_call& c, kernel::dtype type, std::int64_t tokens, double* grad_inv_freq,
                       cudaStream_t stream) {
   if (tokens == 0) {
     check_cuda(cudaMemsetAsync(grad_inv_freq, 0, c.p.rotary_dim / 2 * sizeof(double), stream), "cudaMemsetAsync");
     return;
   }
   switch (type) {
-    case cpu::dtype::f32: launch_tokens<float>(c, tokens, stream); break;
-    case cpu::dtype::f16: launch_tokens<__half>(c, tokens, stream); break;
-    case cpu::dtype::bf16: launch_tokens<__nv_bfloat16>(c, tokens, stream); break;
+    case kernel::dtype::f32: launch_tokens<float>(c, tokens, stream); break;
+    case kernel::dtype::f16: launch_tokens<__half>(c, tokens, stream); break;
+    case kernel::dtype::bf16: launch_tokens<__nv_bfloat16>(c, tokens, stream); break;
   }
   const freq_grad_sum sum{c.partial, tokens, c.p.rotary_dim / 2, grad_inv_freq};
   launch_items(sum, sum.planes, freq_grad_sum_grid, stream, "the frequency gradient's sum");

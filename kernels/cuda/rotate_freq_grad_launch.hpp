@@ -11,7 +11,7 @@ namespace grape::cuda::detail {
 
 /// Both passes: the tokens' partials (c.partial: tokens × rotary_dim / 2 doubles of scratch), then
 /// their sums into grad_inv_freq (rotary_dim / 2 doubles, device memory).
-void launch_freq_grad(const freq_grad_call& c, cpu::dtype type, std::int64_t tokens, double* grad_inv_freq,
+void launch_freq_grad(const freq_grad_call& c, kernel::dtype type, std::int64_t tokens, double* grad_inv_freq,
                       cudaStream_t stream);
 
 }  // namespace grape::cuda::detail

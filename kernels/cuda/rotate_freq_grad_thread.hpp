@@ -16,11 +16,11 @@ namespace grape::cuda {
 
 struct freq_grad_call {
   rotate_plan p;                   // the forward's plan: q.in and k.in the rotation's inputs x
-  cpu::detail::qk_operand gq, gk;  // dL/dy through `in`, at their own strides (Q's and K's heads)
+  kernel::qk_operand gq, gk;  // dL/dy through `in`, at their own strides (Q's and K's heads)
   double* partial = nullptr;       // [tokens, rotary_dim / 2]
   std::int64_t max_position = 0, cache_rows = 0;
   int* error_flag = nullptr;       // set to 1 for a bad position (the token adds nothing)
-  cpu::position_origin origin = cpu::position_origin::zero;
+  kernel::position_origin origin = kernel::position_origin::zero;
 };
 
 template <class T>
@@ -38,7 +38,7 @@ struct freq_grad_token {
   /// Phase 2 (two_phase_kernel's second call): each plane's sum over the token's heads.
   GRAPE_HOST_DEVICE void rotate(std::int64_t token, int tid, int nthreads, const float* table) const {
     const rotate_plan& p = c.p;
-    const auto place = cpu::detail::locate_token(p, token);
+    const auto place = kernel::locate_token(p, token);
     const int half = p.rotary_dim / 2;
     double* out = c.partial + token * half;
     const bool ok = rotation().token_ok(token, place);
@@ -50,9 +50,9 @@ struct freq_grad_token {
       const int c0 = math::first_channel(p.layout, i, p.rotary_dim), c1 = math::second_channel(p.layout, i, p.rotary_dim);
       const double cs = table[i], sn = table[half + i];
       double sum = 0;
-      const auto add_heads = [&](const cpu::detail::qk_operand& x_op, const cpu::detail::qk_operand& g_op) {
-        const std::int64_t x_base = cpu::detail::token_offset(x_op, p, token, place);
-        const std::int64_t g_base = cpu::detail::token_offset(g_op, p, token, place);
+      const auto add_heads = [&](const kernel::qk_operand& x_op, const kernel::qk_operand& g_op) {
+        const std::int64_t x_base = kernel::token_offset(x_op, p, token, place);
+        const std::int64_t g_base = kernel::token_offset(g_op, p, token, place);
         for (std::int64_t h = 0; h < x_op.heads; ++h) {
           const T* x = static_cast<const T*>(x_op.in) + x_base + h * x_op.head_stride;
           const T* g = static_cast<const T*>(g_op.in) + g_base + h * g_op.head_stride;
@@ -65,7 +65,7 @@ struct freq_grad_token {
       add_heads(p.q, c.gq);
       add_heads(p.k, c.gk);
       const int axis = p.plane_axis ? p.plane_axis[i] : 0;
-      out[i] = static_cast<double>(cpu::detail::position_from(p, token, place, axis, c.origin)) * sum;
+      out[i] = static_cast<double>(kernel::position_from(p, token, place, axis, c.origin)) * sum;
     }
   }
 };

@@ -3,13 +3,13 @@
 // Plain C++ (no device code), so the host side compiles with g++.
 #include <cstdint>
 
-#include "cpu/rotate_qk_plan.hpp"
+#include "common/rotate_plan.hpp"
 #include "cuda/rotate_qk_cuda.hpp"
 
 namespace grape::cuda::detail {
 
 struct launch_request {
-  cpu::detail::rotate_plan plan;
+  kernel::rotate_plan plan;
   std::int64_t total_tokens = 0;
   std::int64_t max_position = 0;
   std::int64_t cache_rows = 0;  // rows of plan.cache (device), 0 without a cache
@@ -20,12 +20,12 @@ struct launch_request {
 
 /// What every CUDA entry refuses before planning: args.cache (device caches live in
 /// device_rotary), the CPU-only fused extras, a null error flag.
-void check_device_call(const cpu::rotate_qk_args& args, const int* device_error_flag);
+void check_device_call(const kernel::rotate_qk_args& args, const int* device_error_flag);
 
 /// Whether the call may move 16-byte chunks: the rotated and copied widths divide into chunks and
 /// every pointer and stride of Q and K is 16-byte aligned (else one element per chunk).
-inline bool chunks_fit(const rotary_spec& spec, const cpu::rotate_qk_args& args) {
-  const int width = 16 / (args.type == cpu::dtype::f32 ? 4 : 2);
+inline bool chunks_fit(const rotary_spec& spec, const kernel::rotate_qk_args& args) {
+  const int width = 16 / (args.type == kernel::dtype::f32 ? 4 : 2);
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   bool fit = (spec.layout == layout_kind::half_split ? (spec.rotary_dim / 2) % width == 0
                                                      : spec.rotary_dim % (2 * width) == 0) &&

@@ -5,18 +5,18 @@
 //               once per token for all heads of Q and K);
 //   rotate:     each thread turns V planes of one head, moving whole chunks of V elements
 //               (16-byte loads and stores when aligned), and copies pass-through channels.
-// Plain arithmetic on plain data (the validated cpu::detail::rotate_plan, device pointers): the
+// Plain arithmetic on plain data (the validated kernel::rotate_plan, device pointers): the
 // same body runs on the host in tests/kernels_cuda_emulation over the same grid.
 #include <cstdint>
 
-#include "cpu/rotate_qk_addressing.hpp"
+#include "common/rotate_addressing.hpp"
 #include "cuda/storage.hpp"
 #include "grape/config.hpp"
 #include "grape/math/rotate.hpp"
 
 namespace grape::cuda {
 
-using cpu::detail::rotate_plan;
+using kernel::rotate_plan;
 
 /// Work units of one token: (heads of Q + heads of K) × (rotation units + copy units) per head.
 struct unit_counts {
@@ -33,10 +33,10 @@ struct rotate_token_thread {
   std::int64_t cache_rows;    // rows of p.cache
   int* error_flag;            // set to 1 for a bad position; that token is left untouched
 
-  GRAPE_HOST_DEVICE std::int64_t position(std::int64_t token, cpu::detail::token_place place, int axis) const {
-    return cpu::detail::position_of(p, token, place, axis);
+  GRAPE_HOST_DEVICE std::int64_t position(std::int64_t token, kernel::token_place place, int axis) const {
+    return kernel::position_of(p, token, place, axis);
   }
-  GRAPE_HOST_DEVICE bool token_ok(std::int64_t token, cpu::detail::token_place place) const {
+  GRAPE_HOST_DEVICE bool token_ok(std::int64_t token, kernel::token_place place) const {
     for (int a = 0; a < p.num_axes; ++a) {
       const std::int64_t m = position(token, place, a);
       if (m < 0 || m >= max_position) return false;
@@ -47,7 +47,7 @@ struct rotate_token_thread {
 
   /// Phase 1: table[i] = af·cos, table[half + i] = ±af·sin for the token's planes.
   GRAPE_HOST_DEVICE void fill_table(std::int64_t token, int tid, int nthreads, float* table) const {
-    const auto place = cpu::detail::locate_token(p, token);
+    const auto place = kernel::locate_token(p, token);
     if (!token_ok(token, place)) {
       if (tid == 0) *error_flag = 1;
       return;
@@ -55,13 +55,13 @@ struct rotate_token_thread {
     const int half = p.rotary_dim / 2;
     for (int i = tid; i < half; i += nthreads) {
       const int axis = p.plane_axis ? p.plane_axis[i] : 0;
-      cpu::detail::fill_table_plane(p, i, position(token, place, axis), table);
+      kernel::fill_table_plane(p, i, position(token, place, axis), table);
     }
   }
 
   /// Phase 2: every unit of the token.
   GRAPE_HOST_DEVICE void rotate(std::int64_t token, int tid, int nthreads, const float* table) const {
-    const auto place = cpu::detail::locate_token(p, token);
+    const auto place = kernel::locate_token(p, token);
     if (!token_ok(token, place)) return;  // reported by fill_table
     const int half = p.rotary_dim / 2;
     const int per_head = units.per_head();
@@ -69,9 +69,9 @@ struct rotate_token_thread {
     for (int u = tid; u < total; u += nthreads) {
       const int head_all = u / per_head, j = u % per_head;
       const bool is_q = head_all < p.q.heads;
-      const cpu::detail::qk_operand& t = is_q ? p.q : p.k;
+      const kernel::qk_operand& t = is_q ? p.q : p.k;
       const std::int64_t h = is_q ? head_all : head_all - p.q.heads;
-      const std::int64_t base = cpu::detail::token_offset(t, p, token, place) + h * t.head_stride;
+      const std::int64_t base = kernel::token_offset(t, p, token, place) + h * t.head_stride;
       const T* in = static_cast<const T*>(t.in) + base;
       T* out = static_cast<T*>(t.out) + base;
       if (j >= units.rotate_per_head) {  // pass-through channels, out of place only

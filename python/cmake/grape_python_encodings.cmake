@@ -29,15 +29,15 @@ function(_grape_encoding_target target name kind source)
     set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME ${name})
     target_compile_options(${target} PRIVATE -O3)
     target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL)
-    target_link_libraries(${target} PRIVATE ${_grape_sdk}/lib/libgrape_cpu_kernels.a ${_grape_sdk}/lib/libgrape_core.a
-                          ${_grape_build_libraries})
+    target_link_libraries(${target} PRIVATE ${_grape_sdk}/lib/libgrape_cpu_kernels.a ${_grape_sdk}/lib/libgrape_kernel_common.a
+                          ${_grape_sdk}/lib/libgrape_core.a ${_grape_build_libraries})
   else()
     add_executable(${target} ${source})
     set_target_properties(${target} PROPERTIES OUTPUT_NAME ${name}_check)
     target_compile_options(${target} PRIVATE -O1)
     target_link_libraries(${target} PRIVATE ${_grape_sdk}/lib/libgrape_check_report.a
-                          ${_grape_sdk}/lib/libgrape_cpu_kernels.a ${_grape_sdk}/lib/libgrape_core.a
-                          ${_grape_build_check_libraries} ${_grape_build_libraries})
+                          ${_grape_sdk}/lib/libgrape_cpu_kernels.a ${_grape_sdk}/lib/libgrape_kernel_common.a
+                          ${_grape_sdk}/lib/libgrape_core.a ${_grape_build_check_libraries} ${_grape_build_libraries})
   endif()
   target_compile_options(${target} PRIVATE ${_grape_build_flags})
   target_compile_definitions(${target} PRIVATE ${_grape_build_defines})

@@ -182,9 +182,10 @@ class LoadedEncoding:
 # What _build makes: the template it instantiates, the file it writes, its optimisation, and which
 # of the sdk's libraries it links (after them build.txt's "libraries").
 _KINDS = {
-    "encoding": ("user_encoding.tpp", "lib.so", "-O3", ["libgrape_cpu_kernels.a", "libgrape_core.a"], []),
+    "encoding": ("user_encoding.tpp", "lib.so", "-O3",
+                 ["libgrape_cpu_kernels.a", "libgrape_kernel_common.a", "libgrape_core.a"], []),
     "check": ("user_check.tpp", "check", "-O1", ["libgrape_check_report.a", "libgrape_cpu_kernels.a",
-                                                  "libgrape_core.a"], ["check_libraries"]),
+                                                  "libgrape_kernel_common.a", "libgrape_core.a"], ["check_libraries"]),
     "gen": ("user_gen.tpp", "gen", "-O1", ["libgrape_gen.a", "libgrape_model.a", "libgrape_core.a"],
             ["gen_libraries"]),
 }

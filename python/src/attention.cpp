@@ -117,7 +117,7 @@ void require_length(const char* name, const char* shape, std::int64_t length, st
 }
 
 /// One past the largest position the call's tokens reach (ids, offsets or index; 0 without tokens).
-std::int64_t positions_end(const cpu::rotate_qk_args& qk) {
+std::int64_t positions_end(const cpu::qk_args& qk) {
   const auto pos = cpu::detail::positions_of(qk, cpu::detail::sequences_of(qk));
   return pos.empty() ? 0 : *std::max_element(pos.begin(), pos.end()) + 1;
 }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/attention_args.hpp"
+#include "common/attention_args.hpp"
 #include "cpu/attention_backward.hpp"
 #include "cpu/attention_decode.hpp"
 #include "cpu/embedding.hpp"

@@ -27,14 +27,14 @@ namespace grape::python {
 /// The score bias of an instance, writable (a composed instance's bias part), or null.
 template <class I>
 auto* mutable_bias_part(I& inst) {
-  using B = std::remove_cvref_t<decltype(*cpu::detail::bias_part(inst))>;
-  return const_cast<B*>(cpu::detail::bias_part(inst));
+  using B = std::remove_cvref_t<decltype(*kernel::bias_part(inst))>;
+  return const_cast<B*>(kernel::bias_part(inst));
 }
 
 /// Whether the bias of instance I has parameters to read, set and differentiate (BiasWithParameters).
 template <class I>
 constexpr bool has_bias_parameters = [] {
-  using P = decltype(cpu::detail::bias_part(std::declval<const I&>()));
+  using P = decltype(kernel::bias_part(std::declval<const I&>()));
   if constexpr (std::is_same_v<P, const void*>) return false;
   else return BiasWithParameters<std::remove_cvref_t<decltype(*std::declval<P>())>> && cpu::detail::gives_gradient<P>::value;
 }();
@@ -75,14 +75,14 @@ encoding_kernels kernels_of_instance(std::shared_ptr<const typename E::instance>
       b.attention_decode = [inst](const cpu::decode_args& a) { run_attention_decode(*inst, a); };
   }
   if constexpr (has_bias_parameters<I>) {
-    const auto* bias = cpu::detail::bias_part(*inst);
+    const auto* bias = kernel::bias_part(*inst);
     b.bias_parameters.resize(bias->parameter_count());
     bias->parameters(b.bias_parameters.data());
     b.with_bias_parameters = [inst, described, params_json](const std::vector<double>& values) {
       auto moved = std::make_shared<I>(*inst);
-      if (values.size() != cpu::detail::bias_part(*moved)->parameter_count())
+      if (values.size() != kernel::bias_part(*moved)->parameter_count())
         throw input_error(fmt::format("bias_params: {} takes {} values (got {})", E::name,
-                                      cpu::detail::bias_part(*moved)->parameter_count(), values.size()));
+                                      kernel::bias_part(*moved)->parameter_count(), values.size()));
       mutable_bias_part(*moved)->set_parameters(values.data());
       return kernels_of_instance<E>(std::move(moved), described, params_json);
     };

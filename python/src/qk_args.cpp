@@ -69,7 +69,7 @@ cpu::rotate_qk_args make_qk_args(int head_dim, int num_axes, const qk_arrays& a,
   return args;
 }
 
-bool no_tokens(const cpu::rotate_qk_args& a) {
+bool no_tokens(const cpu::qk_args& a) {
   return a.cu_seqlens ? a.cu_seqlens[a.batch] == 0 : a.batch * a.seq_len == 0;
 }
 

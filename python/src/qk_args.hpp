@@ -22,6 +22,6 @@ cpu::rotate_qk_args make_qk_args(int head_dim, int num_axes, const qk_arrays& a,
 
 /// True when the call holds no token (an empty sequence or batch): its result is empty and the
 /// kernels are not run (an empty torch tensor's data pointer may be null, which they refuse).
-bool no_tokens(const cpu::rotate_qk_args& a);
+bool no_tokens(const cpu::qk_args& a);
 
 }  // namespace grape::python

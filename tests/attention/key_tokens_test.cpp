@@ -172,10 +172,10 @@ void backward_matches_same_token_call(std::uint64_t seed) {
   std::normal_distribution<float> g(0.0f, 1.0f);
   std::vector<float> dout(c.out.size());
   for (auto& x : dout) x = g(rng);
-  constexpr bool bias_grads = requires { cpu::detail::bias_part(c.inst)->parameter_count(); };
+  constexpr bool bias_grads = requires { kernel::bias_part(c.inst)->parameter_count(); };
   constexpr bool freq_grads = requires { rotation_part(c.inst).rep.frequencies(); };
   std::size_t bias_count = 0, freq_count = 0;
-  if constexpr (bias_grads) bias_count = cpu::detail::bias_part(c.inst)->parameter_count();
+  if constexpr (bias_grads) bias_count = kernel::bias_part(c.inst)->parameter_count();
   if constexpr (freq_grads) freq_count = static_cast<std::size_t>(rotation_part(c.inst).rep.dim() / 2);
   std::vector<float> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
   std::vector<double> grad_bias(bias_count), grad_freq(freq_count);

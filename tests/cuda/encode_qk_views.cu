@@ -22,8 +22,8 @@ GRAPE_CUDA_ENCODE_QK(skew_generators<2>, interleaved)  // LieRE 2-D
 
 // GRAPE-A's lift on Q/K (kernels/cuda/lift_qk_cuda.cuh), forward and backward.
 namespace grape::cuda {
-template void lift_qk(const device_lift<unipotent_lift>&, const cpu::rotate_qk_args&, const cpu::lifted_tensor&,
-                      const cpu::lifted_tensor&, std::int64_t, int*, cudaStream_t);
-template void lift_qk_backward(const device_lift<unipotent_lift>&, const cpu::rotate_qk_args&,
-                               const cpu::lifted_tensor&, const cpu::lifted_tensor&, std::int64_t, int*, cudaStream_t);
+template void lift_qk(const device_lift<unipotent_lift>&, const kernel::rotate_qk_args&, const kernel::lifted_tensor&,
+                      const kernel::lifted_tensor&, std::int64_t, int*, cudaStream_t);
+template void lift_qk_backward(const device_lift<unipotent_lift>&, const kernel::rotate_qk_args&,
+                               const kernel::lifted_tensor&, const kernel::lifted_tensor&, std::int64_t, int*, cudaStream_t);
 }  // namespace grape::cuda

@@ -103,7 +103,7 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
   constexpr bool bias_grads = cuda::has_bias_grads<scores_type>::value || cuda::walks_rows<scores_type>::value;
   std::vector<double> want_grad_bias, grad_bias, rows, cols;
   if constexpr (bias_grads) {
-    want_grad_bias.assign(cpu::detail::bias_part(c.inst)->parameter_count(), 0.0);
+    want_grad_bias.assign(kernel::bias_part(c.inst)->parameter_count(), 0.0);
     grad_bias.assign(static_cast<std::size_t>(scores.grad_size(static_cast<int>(c.heads))), 0.0);
     std::int64_t row_partials = 0, col_partials = 0;
     cuda::bias_partials_size(scores, static_cast<int>(c.heads), c.total, row_partials, col_partials);
@@ -145,7 +145,7 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
   flash_test::emulate_backward<float>(ops, fg, plan, scores);
   if constexpr (by_phase) {
     const gathered_phases g = gather_phases(c.inst, a.qk, c.total);
-    const cpu::rotate_qk_args forward = cpu::detail::without_positions(a.qk);
+    const cpu::rotate_qk_args forward = kernel::without_positions(a.qk);
     std::vector<double> per_token(g.values.size()), origins(g.values.size());
     const cuda::phase_table_call call{c.inst.phase_rows, c.inst.length, cuda::position_source_of(a.qk), c.total};
     const cuda::phase_origin origin{call, g.values.data(), origins.data()};
@@ -156,13 +156,13 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
     std::fill(dphase.begin(), dphase.end(), 0.0);  // as the launch zeroes it
     const cuda::phase_scatter scatter{call, per_token.data(), dphase.data()};
     for (std::int64_t item = 0; item < call.items(); ++item) scatter(item);
-    cpu::grape_m_rotate_qk_backward(g.spec, cpu::detail::without_positions(cuda::rotation_back(
+    cpu::grape_m_rotate_qk_backward(g.spec, kernel::without_positions(cuda::rotation_back(
                                                 a.qk, dq_rot.data(), dk_rot.data(), dq.data(), dk.data(), c.total, c.d)));
   } else if constexpr (rotated) {
     const cpu::rotate_qk_args back =
         cuda::rotation_back(a.qk, dq_rot.data(), dk_rot.data(), dq.data(), dk.data(), c.total, c.d);
     if (planes)
-      RC_ASSERT(detail::emulate_freq_grad<float>(*planes, a.qk, back, c.total, 32, dfreq.data(), 0,
+      RC_ASSERT(detail::emulate_freq_grad<float>(*planes, kernel::rotation_of(a.qk), back, c.total, 32, dfreq.data(), 0,
                                                  cpu::position_origin::sequence_start) == 0);
     cpu::rotate_qk_backward(rotation_part(c.inst), back);
   }
@@ -300,11 +300,6 @@ TEST(AttentionInstanceEmulation, BadCallsAreRefusedBeforeAnyLaunch) {
   EXPECT_THROW(cuda::attention_operands(a, a.qk.q.in, a.qk.k.in, nullptr, c.d, c.total, &error), input_error);
   a = c.args;
   if (a.qk.cu_seqlens) a.qk.seq_len = *std::max_element(c.len.begin(), c.len.end());
-  const cpu::rotate_qk_args qk = a.qk;
-  const cpu::qk_rms_norm norm;
-  a.qk.qk_norm = &norm;  // the fused QK-norm is rotate_qk's, not the attention's
-  EXPECT_THROW(cuda::attention_operands(a, a.qk.q.in, a.qk.k.in, nullptr, c.d, c.total, &error), input_error);
-  a.qk = qk;
   a.qk.q.size -= 1;  // one element short
   EXPECT_THROW(cuda::attention_operands(a, a.qk.q.in, a.qk.k.in, nullptr, c.d, c.total, &error), input_error);
 }

@@ -45,8 +45,8 @@ void emulation_matches_cpu(std::uint64_t seed, bool backward) {
 
   if (backward) cpu::rotate_qk_backward(cpu_call.inst, cpu_call.args);
   else cpu::rotate_qk(cpu_call.inst, cpu_call.args);
-  const cpu::detail::device_indices device{emulated.total};
-  cpu::detail::rotate_plan p = cpu::detail::make_instance_plan(shape_of(emulated.inst), emulated.args, &device).plan;
+  const kernel::device_indices device{emulated.total};
+  kernel::rotate_plan p = kernel::make_instance_plan(shape_of(emulated.inst), emulated.args, &device).plan;
   p.sin_sign = backward ? -1.0f : 1.0f;
   const int block = std::array{1, 7, 32}[seed % 3];
   const int flag = emulate_view_body<S, V, layouts::q, layouts::k>(p, view.view, emulated.args.max_position, block);
@@ -97,8 +97,8 @@ TEST(CudaInstanceEmulation, BadPositionSetsTheFlagAndLeavesTheTokenUntouched) {
   args.seq_len = 2;
   args.position_ids = pos.data();
   args.max_position = 50;  // position 100 is out of range: the device plan does not read it
-  const cpu::detail::device_indices device{2};
-  const auto p = cpu::detail::make_instance_plan(shape_of(inst), args, &device).plan;
+  const kernel::device_indices device{2};
+  const auto p = kernel::make_instance_plan(shape_of(inst), args, &device).plan;
   const relocated_view view(inst.rep.view());
   EXPECT_EQ((emulate_view_body<float, decltype(view.view), layout_kind::half_split, layout_kind::half_split>(p, view.view, 50, 7)), 1);
   for (int c = 0; c < d; ++c) {

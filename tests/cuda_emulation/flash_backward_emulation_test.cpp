@@ -47,8 +47,8 @@ std::string run_backward(const scenario& s, std::uint64_t seed, const std::strin
   std::vector<float> lse(c.tokens * s.q_heads);
   int error = 0;
   cuda::flash_operands ops = c.operands(out, lse, &error);
-  const auto forward_smem = cuda::flash_smem_of(cuda::element_bytes(ops.type), s.rows, s.rows, s.head_dim, s.v_dim);
-  const auto backward_smem = cuda::flash_backward_smem_of(cuda::element_bytes(ops.type), s.rows, s.head_dim, s.v_dim);
+  const auto forward_smem = cuda::flash_smem_of(kernel::element_bytes(ops.type), s.rows, s.rows, s.head_dim, s.v_dim);
+  const auto backward_smem = cuda::flash_backward_smem_of(kernel::element_bytes(ops.type), s.rows, s.head_dim, s.v_dim);
   const cuda::flash_plan forward_plan{s.rows, s.rows, 2 * s.rows, forward_smem.bytes};
   const cuda::flash_plan plan{s.rows, s.rows, 2 * s.rows, backward_smem.bytes};
   with_scores(c, [&](const auto& bias) { emulate<T>(ops, forward_plan, bias); });
@@ -115,7 +115,7 @@ TEST(FlashBackwardEmulation, MasksSequencesAndTiles) {
 
 TEST(FlashBackwardEmulation, PlansAndChecks) {
   cuda::flash_operands ops;
-  ops.type = cpu::dtype::bf16;
+  ops.type = kernel::dtype::bf16;
   for (int d : {64, 128, 256}) {
     ops.head_dim = ops.v_dim = d;
     const cuda::flash_plan p = cuda::plan_flash_backward(ops, 99 * 1024);

@@ -203,8 +203,8 @@ struct flash_case {
 
   cuda::flash_operands operands(std::vector<T>& out, std::vector<float>& lse, int* error) const {
     cuda::flash_operands ops;
-    ops.type = std::is_same_v<T, float> ? cpu::dtype::f32 : std::is_same_v<T, Eigen::half> ? cpu::dtype::f16
-                                                                                            : cpu::dtype::bf16;
+    ops.type = std::is_same_v<T, float> ? kernel::dtype::f32 : std::is_same_v<T, Eigen::half> ? kernel::dtype::f16
+                                                                                            : kernel::dtype::bf16;
     ops.q = q.data();
     ops.k = k.data();
     ops.v = v.data();

@@ -27,7 +27,7 @@ std::string run_case(const scenario& s, std::uint64_t seed, const std::string& w
   std::vector<float> lse(c.tokens * s.q_heads), lse_reverse(lse.size());
   int error = 0;
   cuda::flash_operands ops = c.operands(got, lse, &error);
-  const cuda::flash_smem at = cuda::flash_smem_of(cuda::element_bytes(ops.type), s.rows, s.cols, s.head_dim, s.v_dim);
+  const cuda::flash_smem at = cuda::flash_smem_of(kernel::element_bytes(ops.type), s.rows, s.cols, s.head_dim, s.v_dim);
   const cuda::flash_plan plan{s.rows, s.cols, 2 * s.rows, at.bytes};
   auto run = [&](std::vector<T>& out, std::vector<float>& l) {
     ops.out = out.data();
@@ -150,7 +150,7 @@ TEST(FlashEmulation, HeadDimsUpTo256PlanWithinASharedMemoryLimit) {
     s.head_dim = s.v_dim = d;
     s.lengths = {70};
     cuda::flash_operands ops;
-    ops.type = cpu::dtype::bf16;
+    ops.type = kernel::dtype::bf16;
     ops.head_dim = ops.v_dim = d;
     for (std::int64_t limit : {48 * 1024, 99 * 1024, 163 * 1024, 227 * 1024}) {
       const cuda::flash_plan p = cuda::plan_flash(ops, limit);

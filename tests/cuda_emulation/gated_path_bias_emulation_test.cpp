@@ -142,8 +142,8 @@ TEST(GatedPathBiasCudaEmulation, TheGridCoversEveryItemWithinTheLaunchLimit) {
   EXPECT_EQ(cuda::bias_tile_grid(cuda::bias_tile_block), 1);
   EXPECT_EQ(cuda::bias_tile_grid(cuda::bias_tile_block + 1), 2);
   EXPECT_EQ(cuda::bias_tile_grid(std::int64_t{1} << 40), cuda::bias_tile_max_grid);
-  static_assert(cuda::elementwise_rows<cpu::detail::gated_linear_rows>);     // one thread per element
-  static_assert(!cuda::elementwise_rows<cpu::detail::path_integral_rows>);  // one thread per row
+  static_assert(cuda::elementwise_rows<kernel::gated_linear_rows>);     // one thread per element
+  static_assert(!cuda::elementwise_rows<kernel::path_integral_rows>);  // one thread per row
 }
 
 }  // namespace

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cpu/grape_m.hpp"
-#include "cpu/grape_m_plan.hpp"
+#include "common/grape_m_plan.hpp"
 #include "cuda/grape_m_call.hpp"
 #include "cuda/host_storage.hpp"
 #include "qk_operand.hpp"
@@ -50,9 +50,9 @@ template <class T>
 int emulate_call(const cpu::grape_m_spec& spec, const cpu::rotate_qk_args& args, std::int64_t total_tokens,
                  int block, bool backward, bool without_table) {
   int flag = 0;
-  const cpu::detail::device_indices device{total_tokens};
-  if (const auto rotary = cpu::detail::grape_m_rotary_spec(spec)) {  // grape_m_host.cpp's route
-    cpu::detail::owned_plan o = cpu::detail::make_rotate_plan(*rotary, args, &device);
+  const kernel::device_indices device{total_tokens};
+  if (const auto rotary = kernel::grape_m_rotary_spec(spec)) {  // grape_m_host.cpp's route
+    kernel::owned_plan o = kernel::make_rotate_plan(*rotary, args, &device);
     o.plan.sin_sign = backward != (spec.angle_sign < 0) ? -1.0f : 1.0f;
     return detail::emulate_rotary_call<T>(o.plan, *rotary, args, block);
   }

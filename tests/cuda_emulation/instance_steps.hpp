@@ -39,7 +39,7 @@ struct gathered_phases {
   std::vector<double> values;
   cpu::grape_m_spec spec;
 };
-inline gathered_phases gather_phases(const phase_rotation& r, const cpu::rotate_qk_args& qk, std::int64_t total) {
+inline gathered_phases gather_phases(const phase_rotation& r, const cpu::qk_args& qk, std::int64_t total) {
   gathered_phases g;
   const cuda::phase_table_call call{r.phase_rows, r.length, cuda::position_source_of(qk), total};
   g.values.assign(static_cast<std::size_t>(call.items()), std::numeric_limits<double>::quiet_NaN());
@@ -47,7 +47,7 @@ inline gathered_phases gather_phases(const phase_rotation& r, const cpu::rotate_
   const cuda::phase_gather gather{call, r.phases.data(), g.values.data(), &error};
   for (std::int64_t item = 0; item < call.items(); ++item) gather(item);
   RC_ASSERT(error == 0);
-  g.spec = cpu::detail::grape_m_spec_of(r);
+  g.spec = kernel::grape_m_spec_of(r);
   g.spec.phases = g.values.data();
   return g;
 }
@@ -56,10 +56,10 @@ inline gathered_phases gather_phases(const phase_rotation& r, const cpu::rotate_
 /// kernel (the device's is the CPU's: encode_qk_emulation_test), or for contextual GRAPE-M
 /// GRAPE-M's kernel (the device's is the CPU's: grape_m_emulation_test) on the phases gathered.
 template <class I, class T>
-void rotate_as_the_device(const I& inst, const cpu::rotate_qk_args& qk, std::int64_t total, T* q_rot, T* k_rot) {
+void rotate_as_the_device(const I& inst, const cpu::qk_args& qk, std::int64_t total, T* q_rot, T* k_rot) {
   if constexpr (cpu::rotates_by_phase<I>)
     cpu::grape_m_rotate_qk(gather_phases(inst, qk, total).spec,
-                           cuda::rotation_into(cpu::detail::without_positions(qk), q_rot, k_rot));
+                           cuda::rotation_into(kernel::without_positions(qk), q_rot, k_rot));
   else if constexpr (rotates<I>)
     cpu::rotate_qk(rotation_part(inst), cuda::rotation_into(qk, q_rot, k_rot));
 }

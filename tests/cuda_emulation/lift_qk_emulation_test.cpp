@@ -40,7 +40,7 @@ struct relocated_lift {
 
 /// Runs the CUDA body over grid = tokens, `block` threads per block; returns the error flag.
 template <class T>
-int emulate(const cpu::detail::lift_plan& lp, const relocated_lift& lift, std::int64_t max_position, int block) {
+int emulate(const kernel::lift_plan& lp, const relocated_lift& lift, std::int64_t max_position, int block) {
   int flag = 0;
   const int per_thread = cuda::lift_thread_floats(lp.plan.head_dim, lift.views.front());
   const cuda::lift_token_thread<T, lift_view_type> f{lp, lift.views.data(), per_thread, max_position, &flag};
@@ -61,7 +61,7 @@ void emulation_matches_cpu(std::uint64_t seed, bool backward) {
   lift_call<T> emulated(same, limit, general);
   const relocated_lift lift(emulated.inst);
   const int block = std::array{1, 7, 32}[seed % 3];
-  const cpu::detail::device_indices device{emulated.total};
+  const kernel::device_indices device{emulated.total};
   if (backward) {
     // Gradients in the lifted buffers; dQ and dK written to the content buffers.
     for (lift_call<T>* c : {&cpu_call, &emulated}) {
@@ -77,7 +77,7 @@ void emulation_matches_cpu(std::uint64_t seed, bool backward) {
   } else {
     cpu::lift_qk(cpu_call.inst, cpu_call.args, cpu_call.ql, cpu_call.kl);
   }
-  const auto lp = cpu::detail::make_lift_plan({emulated.d, emulated.d + 2, emulated.q_heads, 1}, emulated.args,
+  const auto lp = kernel::make_lift_plan({emulated.d, emulated.d + 2, emulated.q_heads, 1}, emulated.args,
                                               emulated.ql, emulated.kl, backward, &device);
   RC_ASSERT(emulate<T>(lp, lift, emulated.args.max_position, block) == 0);
   // The same float32 arithmetic in the same order: equal up to one storage rounding.
@@ -115,8 +115,8 @@ TEST(CudaLiftEmulation, BadPositionSetsTheFlagAndLeavesTheTokenUnwritten) {
   args.position_ids = pos.data();
   args.max_position = 50;  // position 100 is out of range: the device plan does not read it
   const cpu::lifted_tensor q_lifted{ql.data(), 2 * 2 * w, 0, 2 * w, w}, k_lifted{kl.data(), 2 * 2 * w, 0, 2 * w, w};
-  const cpu::detail::device_indices device{2};
-  const auto lp = cpu::detail::make_lift_plan({d, w, 2, 1}, args, q_lifted, k_lifted, false, &device);
+  const kernel::device_indices device{2};
+  const auto lp = kernel::make_lift_plan({d, w, 2, 1}, args, q_lifted, k_lifted, false, &device);
   const relocated_lift lift(grape_a::make(params));
   EXPECT_EQ(emulate<float>(lp, lift, 50, 7), 1);
   for (int c = 0; c < 2 * w; ++c) {

@@ -82,8 +82,8 @@ void run_scenario(const scenario& s, std::uint64_t seed, int block) {
   if (s.backward) cpu::rotate_qk_backward(spec, cpu_args);
   else cpu::rotate_qk(spec, cpu_args);
   const auto gpu_args = make_args(q_gpu, k_gpu);
-  const cpu::detail::device_indices device{tokens};  // as the CUDA host plans: no index reads
-  auto owned = cpu::detail::make_rotate_plan(spec, gpu_args, &device);
+  const kernel::device_indices device{tokens};  // as the CUDA host plans: no index reads
+  auto owned = kernel::make_rotate_plan(spec, gpu_args, &device);
   if (s.backward) owned.plan.sin_sign = -1.0f;  // as grape::cuda::rotate_qk_backward sets it
   const std::int64_t rows = s.cached ? max_position : 0;
   const int flag = detail::emulate_rotary_call<T>(owned.plan, spec, gpu_args, block, rows);
@@ -188,12 +188,12 @@ TEST(CudaEmulation, PositionOutsideTheLimitSetsTheFlagAndLeavesTheTokenUntouched
   rotary_spec spec{8, 8, layout_kind::half_split, rope_inv_freq(8, 10000.0), 1.0, 1, {}};
   std::vector<float> q(8, 1.0f);
   std::vector<std::int64_t> positions = {-3};
-  cpu::detail::rotate_plan p;
+  kernel::rotate_plan p;
   p.q = {q.data(), q.data(), 1, 0, 8, 8};
   p.head_dim = p.rotary_dim = 8;
   p.seq_len = p.total_tokens = 1;
   p.position_ids = positions.data();
-  const auto turns = cpu::detail::turn_fractions_of(spec.inv_freq);
+  const auto turns = kernel::turn_fractions_of(spec.inv_freq);
   p.turn_fractions = turns.data();
   EXPECT_EQ((detail::emulate_rotary_body<float, 4, layout_kind::half_split>(p, 32, std::int64_t{1} << 40)), 1);
   for (float v : q) EXPECT_EQ(v, 1.0f);

@@ -84,8 +84,8 @@ std::vector<row> compare(const char* name, grape::cpu::dtype type, const Instanc
     for (auto& x : dout_host) x = T(g(rng));
     // The bias parameters' gradient, where the bias has one; contextual GRAPE-M's θ and Φ gradients.
     std::vector<double> want_grad_bias, want_grad_freq, want_grad_phase;
-    if constexpr (requires { grape::cpu::detail::bias_part(inst)->parameter_count(); })
-      want_grad_bias.assign(grape::cpu::detail::bias_part(inst)->parameter_count(), 0.0);
+    if constexpr (requires { grape::kernel::bias_part(inst)->parameter_count(); })
+      want_grad_bias.assign(grape::kernel::bias_part(inst)->parameter_count(), 0.0);
     if constexpr (grape::cpu::rotates_by_phase<Instance>) {
       want_grad_freq.assign(inst.freqs.size(), 0.0);
       want_grad_phase.assign(inst.phases.size(), 0.0);

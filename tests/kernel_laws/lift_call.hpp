@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/lift_qk_plan.hpp"
+#include "common/lift_plan.hpp"
 #include "dense_reference.hpp"
 
 namespace grape {

@@ -266,7 +266,7 @@ inline void compare_buffer(cpu::dtype type, const byte_buffer& got, const std::v
 inline rope_result run_rope_case(const rope_case& c) {
   rope_setup s(c);
   rope_result r;
-  r.streamed = cpu::detail::make_rotate_plan(s.spec, s.args).plan.stream_stores;
+  r.streamed = cpu::detail::plan_cpu_rotation(s.spec, s.args).plan.stream_stores;
   if (c.backward) cpu::rotate_qk_backward(s.spec, s.args);
   else cpu::rotate_qk(s.spec, s.args);
 

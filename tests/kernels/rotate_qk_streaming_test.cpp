@@ -29,7 +29,7 @@ struct planned_call {
     args.seq_len = tokens;
     args.stores = stores;
   }
-  bool streams() const { return cpu::detail::make_rotate_plan(spec, args).plan.stream_stores; }
+  bool streams() const { return cpu::detail::plan_cpu_rotation(spec, args).plan.stream_stores; }
 };
 
 constexpr std::uintptr_t aligned_out = std::uintptr_t{1} << 44;

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu/rotate_qk_plan.hpp"
+#include "common/rotate_plan.hpp"
 #include "cuda/encode_qk_thread.hpp"
 #include "cuda/rotate_freq_grad_thread.hpp"
 #include "cuda/rotate_qk_request.hpp"
@@ -81,7 +81,7 @@ class relocated_view {
 
 /// The instance body (cuda/encode_qk_thread.hpp) over tokens × `block` threads; the error flag.
 template <class T, class View, layout_kind Q, layout_kind K>
-int emulate_view_body(const cpu::detail::rotate_plan& p, const View& view, std::int64_t max_position, int block) {
+int emulate_view_body(const kernel::rotate_plan& p, const View& view, std::int64_t max_position, int block) {
   int flag = 0;
   const cuda::view_shared_layout shared = cuda::shared_layout_of(view);
   const cuda::encode_token_thread<T, View, Q, K> f{p, view, shared, max_position, &flag};
@@ -96,7 +96,7 @@ int emulate_view_body(const cpu::detail::rotate_plan& p, const View& view, std::
 /// The chunked rotary kernel body (cuda/rotate_qk_thread.hpp) with V elements per chunk over
 /// tokens × `block` threads; cache_rows as the device's cache (0 without one). The error flag.
 template <class T, int V, layout_kind L>
-int emulate_rotary_body(const cpu::detail::rotate_plan& p, int block, std::int64_t max_position,
+int emulate_rotary_body(const kernel::rotate_plan& p, int block, std::int64_t max_position,
                         std::int64_t cache_rows = 0) {
   const cuda::unit_counts units{p.rotary_dim / (2 * V), (p.head_dim - p.rotary_dim) / V};
   int flag = 0;
@@ -111,7 +111,7 @@ int emulate_rotary_body(const cpu::detail::rotate_plan& p, int block, std::int64
 
 /// The chunked kernel with the chunk width the host picks for this call (launch_typed).
 template <class T>
-int emulate_rotary_call(const cpu::detail::rotate_plan& p, const rotary_spec& spec, const cpu::rotate_qk_args& args,
+int emulate_rotary_call(const kernel::rotate_plan& p, const rotary_spec& spec, const kernel::rotate_qk_args& args,
                         int block, std::int64_t cache_rows = 0) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   const bool half = spec.layout == layout_kind::half_split;
@@ -125,17 +125,17 @@ int emulate_rotary_call(const cpu::detail::rotate_plan& p, const rotary_spec& sp
 /// What the device computes for cuda::rotate_qk(device_encoding(inst), args) (forward, or the
 /// backward with sin_sign −1), run on the host; args' pointers are host memory. The error flag.
 template <class T, class I>
-int emulate_device_call(const I& inst, const cpu::rotate_qk_args& args, std::int64_t total_tokens, int block,
+int emulate_device_call(const I& inst, const kernel::rotate_qk_args& args, std::int64_t total_tokens, int block,
                         bool backward = false) {
   const auto& rotation = rotation_part(inst);
   using R = std::remove_cvref_t<decltype(rotation)>;
-  const cpu::detail::device_indices device{total_tokens};
+  const kernel::device_indices device{total_tokens};
   if (const auto spec = kernel_traits<decltype(rotation.rep)>::plane_spec(rotation)) {
-    cpu::detail::owned_plan o = cpu::detail::make_rotate_plan(*spec, args, &device);
+    kernel::owned_plan o = kernel::make_rotate_plan(*spec, args, &device);
     o.plan.sin_sign = backward ? -1.0f : 1.0f;
     return emulate_rotary_call<T>(o.plan, *spec, args, block);
   }
-  cpu::detail::owned_plan o = cpu::detail::make_instance_plan(shape_of(rotation), args, &device);
+  kernel::owned_plan o = kernel::make_instance_plan(shape_of(rotation), args, &device);
   o.plan.sin_sign = backward ? -1.0f : 1.0f;
   const relocated_view<decltype(rotation.rep.view())> moved(rotation.rep);  // as cuda::device_view copies it
   return emulate_view_body<T, std::remove_cvref_t<decltype(moved.view())>, layouts_of<R>::q, layouts_of<R>::k>(
@@ -147,17 +147,17 @@ int emulate_device_call(const I& inst, const cpu::rotate_qk_args& args, std::int
 /// and the gradients' arguments (host memory; a CPU cache in forward.cache with cache_rows rows).
 /// dL/dθ into grad_inv_freq; the error flag.
 template <class T>
-int emulate_freq_grad(const rotary_spec& spec, const cpu::rotate_qk_args& forward, const cpu::rotate_qk_args& grads,
+int emulate_freq_grad(const rotary_spec& spec, const kernel::rotate_qk_args& forward, const kernel::rotate_qk_args& grads,
                       std::int64_t total_tokens, int block, double* grad_inv_freq, std::int64_t cache_rows = 0,
-                      cpu::position_origin origin = cpu::position_origin::zero) {
-  const auto read_only = [](cpu::rotate_qk_args a) {
+                      kernel::position_origin origin = kernel::position_origin::zero) {
+  const auto read_only = [](kernel::rotate_qk_args a) {
     a.q.out = const_cast<void*>(a.q.in);
     a.k.out = const_cast<void*>(a.k.in);
     return a;
   };
-  const cpu::detail::device_indices device{total_tokens};
-  const cpu::detail::owned_plan x = cpu::detail::make_rotate_plan(spec, read_only(forward), &device);
-  const cpu::detail::owned_plan g = cpu::detail::make_rotate_plan(spec, read_only(grads), &device);
+  const kernel::device_indices device{total_tokens};
+  const kernel::owned_plan x = kernel::make_rotate_plan(spec, read_only(forward), &device);
+  const kernel::owned_plan g = kernel::make_rotate_plan(spec, read_only(grads), &device);
   const int half = spec.rotary_dim / 2;
   std::vector<double> partial(static_cast<std::size_t>(x.plan.total_tokens * half),
                               std::numeric_limits<double>::quiet_NaN());

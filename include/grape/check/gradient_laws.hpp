@@ -44,7 +44,7 @@ struct pointee<const B*> {
 /// The score bias of E's instance (a composition's bias part), or void.
 template <class E>
 using bias_type_of =
-    typename pointee<decltype(cpu::detail::bias_part(std::declval<const typename E::instance&>()))>::type;
+    typename pointee<decltype(kernel::bias_part(std::declval<const typename E::instance&>()))>::type;
 
 /// E's bias gives a parameter gradient, per logit or per row.
 template <class E>
@@ -135,7 +135,7 @@ struct bias_gradient_law {
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
     using B = bias_type_of<E>;
-    const B& bias = *cpu::detail::bias_part(t.instance);
+    const B& bias = *kernel::bias_part(t.instance);
     std::vector<drawn_logit> logits(static_cast<std::size_t>(*rc::gen::inRange(1, 9)));
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::string at = "logits (h, m, n):";
@@ -321,7 +321,7 @@ struct attention_gradient_law {
     std::vector<double> grad_bias, grad_freq, theta;
     std::optional<rotary_spec> spec;
     if constexpr (bias_gradient_testable<E>) {
-      const auto& bias = *cpu::detail::bias_part(call.inst);
+      const auto& bias = *kernel::bias_part(call.inst);
       grad_bias.resize(bias.parameter_count());
       theta.resize(grad_bias.size());
       bias.parameters(theta.data());
@@ -357,7 +357,7 @@ struct attention_gradient_law {
                    fmt::format("dL/du of the {} from cpu::attention_backward vs the dense float64 backward", which));
     };
     if constexpr (bias_gradient_testable<E>) {
-      const auto& bias = *cpu::detail::bias_part(call.inst);
+      const auto& bias = *kernel::bias_part(call.inst);
       const direction u(t.rng, theta);
       auto plus = bias, minus = bias;
       plus.set_parameters(u.moved(theta, +1).data());

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cpu/tile_shape.hpp"
+#include "common/bias_tile.hpp"
 #include "grape/config.hpp"
 #include "grape/math/gated_path_bias.hpp"
 
-namespace grape::cpu::detail {
+namespace grape::kernel {
 
 /// The causal mask's value.
 GRAPE_HOST_DEVICE inline float masked_logit() { return -INFINITY; }
@@ -66,4 +66,4 @@ struct path_integral_rows {
   }
 };
 
-}  // namespace grape::cpu::detail
+}  // namespace grape::kernel

@@ -1,6 +1,6 @@
 // Host-side validation of lift_qk arguments: rotate_qk's plan for Q and K, then the lifted
 // operands (their own strides, bounds, and no overlap with what the call reads).
-#include "cpu/lift_qk_plan.hpp"
+#include "common/lift_plan.hpp"
 
 #include <array>
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include "grape/detail/error.hpp"
 
-namespace grape::cpu::detail {
+namespace grape::kernel {
 namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw input_error(what); }
@@ -91,4 +91,4 @@ lift_plan make_lift_plan(const lift_shape& shape, const rotate_qk_args& args, co
   return lp;
 }
 
-}  // namespace grape::cpu::detail
+}  // namespace grape::kernel

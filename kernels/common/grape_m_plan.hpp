@@ -5,12 +5,12 @@
 #include <optional>
 #include <vector>
 
-#include "cpu/grape_m.hpp"
-#include "cpu/rotate_qk_plan.hpp"
+#include "common/grape_m_args.hpp"
+#include "common/rotate_plan.hpp"
 #include "grape/math/phase.hpp"
 #include "grape/schedule/rotary_spec.hpp"
 
-namespace grape::cpu::detail {
+namespace grape::kernel {
 
 /// rotate_qk's plan of the call's tokens, and its heads: key heads (the rows' unit) and query
 /// heads per key head.
@@ -19,6 +19,9 @@ struct grape_m_plan {
   std::int64_t kv_heads = 0;
   std::int64_t group = 0;
 };
+
+/// Checks the spec against the call (grape::input_error naming the field), without planning.
+void check_grape_m(const grape_m_spec& spec, const rotate_qk_args& args);
 
 /// Checks the spec against the call (grape::input_error naming the field) and plans its tokens.
 /// With `device`, index arrays and phases are device memory: not read (the kernel checks them).
@@ -44,4 +47,4 @@ grape_m_turns turns_of(const grape_m_spec& spec);
 /// rotate_qk's own kernels take the call, by −angle through their backward. Call after checking.
 std::optional<rotary_spec> grape_m_rotary_spec(const grape_m_spec& spec);
 
-}  // namespace grape::cpu::detail
+}  // namespace grape::kernel

@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/rotate_qk_plan.hpp"
+#include "common/rotate_plan.hpp"
 #include "grape/detail/error.hpp"
 
-namespace grape::cpu::detail {
+namespace grape::kernel {
 namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw input_error(what); }
@@ -167,4 +167,4 @@ void plan_fused(const rotate_qk_args& args, std::int64_t max_seq, operand_spans 
   if (args.kv_cache != nullptr) plan_cache(*args.kv_cache, args, max_seq, spans, o);
 }
 
-}  // namespace grape::cpu::detail
+}  // namespace grape::kernel

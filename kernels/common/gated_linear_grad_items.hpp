@@ -13,7 +13,7 @@
 
 #include "grape/config.hpp"
 
-namespace grape::cpu {
+namespace grape::kernel {
 
 struct gated_linear_grad_call {
   int heads = 0;
@@ -63,4 +63,4 @@ struct gated_linear_grad_heads {
   }
 };
 
-}  // namespace grape::cpu
+}  // namespace grape::kernel

@@ -4,10 +4,10 @@
 // on the host; the per-token bodies (CPU and CUDA) trust it.
 #include <cstdint>
 
-#include "cpu/rotate_qk.hpp"
-#include "cpu/rotate_qk_plan.hpp"
+#include "common/qk_args.hpp"
+#include "common/rotate_plan.hpp"
 
-namespace grape::cpu {
+namespace grape::kernel {
 
 /// A lifted Q or K: q_heads heads of head_dim + 2 channels. Addressing as qk_tensor, with its own
 /// strides (elements); channels contiguous.
@@ -18,8 +18,6 @@ struct lifted_tensor {
   std::int64_t token_stride = 0;
   std::int64_t head_stride = 0;
 };
-
-namespace detail {
 
 struct lift_plan {
   rotate_plan plan;               // Q and K with d channels: tokens, positions, strides
@@ -42,5 +40,4 @@ struct lift_shape {
 lift_plan make_lift_plan(const lift_shape& shape, const rotate_qk_args& args, const lifted_tensor& q_lifted,
                          const lifted_tensor& k_lifted, bool backward, const device_indices* device = nullptr);
 
-}  // namespace detail
-}  // namespace grape::cpu
+}  // namespace grape::kernel

@@ -3,12 +3,12 @@
 #include <cmath>
 #include <string>
 
-#include "cpu/rotate_qk.hpp"
-#include "cpu/rotate_qk_plan.hpp"
+#include "common/qk_args.hpp"
+#include "common/rotate_plan.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/math/sincos.hpp"
 
-namespace grape::cpu {
+namespace grape::kernel {
 
 rotary_cache rotary_cache::build(const rotary_spec& spec, std::int64_t max_position,
                                  std::int64_t first_position) {
@@ -24,7 +24,7 @@ rotary_cache rotary_cache::build(const rotary_spec& spec, std::int64_t max_posit
   c.first_position = first_position;
   c.max_position = max_position;
   c.attention_factor = spec.attention_factor;
-  c.turn_fractions = detail::turn_fractions_of(spec.inv_freq);
+  c.turn_fractions = turn_fractions_of(spec.inv_freq);
   c.rows.resize(static_cast<std::size_t>(count) * spec.rotary_dim);
   const int half = spec.rotary_dim / 2;
   const float factor = static_cast<float>(spec.attention_factor);
@@ -43,4 +43,4 @@ rotary_cache rotary_cache::build(const rotary_spec& spec, std::int64_t max_posit
   return c;
 }
 
-}  // namespace grape::cpu
+}  // namespace grape::kernel

@@ -4,12 +4,12 @@
 // Eigen, no std containers), so the CPU per-token body and the CUDA per-thread body share it.
 #include <cstdint>
 
-#include "cpu/rotate_qk_plan.hpp"
+#include "common/rotate_plan.hpp"
 #include "grape/config.hpp"
 #include "grape/math/phase.hpp"
 #include "grape/math/sincos.hpp"
 
-namespace grape::cpu::detail {
+namespace grape::kernel {
 
 /// Where a flat token index sits: sequence b, index s within it, element offset of its row.
 struct token_place {
@@ -74,4 +74,4 @@ GRAPE_HOST_DEVICE inline void fill_table_plane(const rotate_plan& p, int i, std:
   }
 }
 
-}  // namespace grape::cpu::detail
+}  // namespace grape::kernel

@@ -8,7 +8,7 @@
 
 #include "grape/config.hpp"
 
-namespace grape::cpu::detail {
+namespace grape::kernel {
 
 /// Floats one head needs besides its input and output: the view's state and its scratch.
 template <class View>
@@ -33,4 +33,4 @@ GRAPE_HOST_DEVICE void lift_head(const View& v, const std::int64_t* c, bool key,
   v.apply(work, action, in, out, work + v.state_floats());
 }
 
-}  // namespace grape::cpu::detail
+}  // namespace grape::kernel

@@ -6,11 +6,11 @@
 #include <type_traits>
 #include <utility>
 
-#include "cpu/rotate_qk.hpp"
+#include "common/qk_args.hpp"
 #include "grape/inject/compose.hpp"
 #include "grape/inject/instance_kind.hpp"
 
-namespace grape::cpu {
+namespace grape::kernel {
 
 /// K and V on tokens of their own (a query chunk against another part of the sequence, new queries
 /// against cached keys): their layout and positions; the batch is Q's. Sequence b's queries are
@@ -25,7 +25,7 @@ struct key_tokens {
 };
 
 struct attention_args {
-  rotate_qk_args qk;       // Q and K (read from .in; .out unused), tokens, positions, storage type
+  qk_args qk;              // Q and K (read from .in; .out unused), tokens, positions, storage type
   qk_tensor v;             // V (read from .in): the tokens of K, v.heads dividing Q's heads
   int v_dim = 0;           // channels of V and of the output (0: the encoding's head_dim)
   void* out = nullptr;     // [total_tokens, q_heads, v_dim], contiguous, in the storage type
@@ -36,22 +36,31 @@ struct attention_args {
   const key_tokens* keys = nullptr;  // K and V on tokens of their own, or null: Q's tokens
 };
 
+struct attention_grad_args {
+  const void* grad_out = nullptr;   // dL/dO: [total_tokens, q_heads, v_dim], contiguous, storage type
+  void* grad_q = nullptr;           // dL/dQ: [total_tokens, q_heads, head_dim], contiguous, storage type
+  void* grad_k = nullptr;           // dL/dK: [total_tokens, k_heads, head_dim]
+  void* grad_v = nullptr;           // dL/dV: [total_tokens, v_heads, v_dim]
+  double* grad_bias = nullptr;      // the score bias's parameter_count() values, or null
+  double* grad_inv_freq = nullptr;  // rotation planes: rotary_dim / 2 values dL/dθ_i (phase rotation:
+                                    // [freq_rows, planes]), or null
+  double* grad_phases = nullptr;    // phase rotation: dL/dΦ [phase_rows, length], or null
+};
+
 /// Attention with no encoding (the baseline the encodings are measured against).
 struct no_encoding {
   int head_dim = 0;
   int content_dim() const { return head_dim; }
 };
 
-}  // namespace grape::cpu
+}  // namespace grape::kernel
 
 template <>
-struct grape::instance_traits<grape::cpu::no_encoding> {
+struct grape::instance_traits<grape::kernel::no_encoding> {
   static constexpr instance_kind kind = instance_kind::none;
 };
 
-namespace grape::cpu {
-
-namespace detail {
+namespace grape::kernel {
 
 /// The bias object of an instance (a composed instance's bias part), or a null `const void*`.
 template <class I>
@@ -59,8 +68,6 @@ const auto* bias_part(const I& inst) {
   if constexpr (has_score_bias<I>) return &score_bias_of(inst);
   else return static_cast<const void*>(nullptr);
 }
-
-}  // namespace detail
 
 /// A rotation by per-token real phases (rotate_by_phase: contextual GRAPE-M).
 template <class Instance>
@@ -72,4 +79,4 @@ constexpr bool rotates_by_phase = is_phase_rotation<Instance>;
 template <class Instance>
 constexpr bool attention_takes = enters_attention<Instance>;
 
-}  // namespace grape::cpu
+}  // namespace grape::kernel
