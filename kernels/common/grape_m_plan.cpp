@@ -19,13 +19,9 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw input_error("grape_m: " + what); }
 
-/// The heads of the call: key heads (the rows' unit) and query heads per key head.
-struct head_groups {
-  std::int64_t kv_heads;
-  std::int64_t group;
-};
+}  // namespace
 
-head_groups check_spec(const grape_m_spec& s, const rotate_qk_args& args) {
+grape_m_heads check_grape_m(const grape_m_spec& s, const rotate_qk_args& args) {
   if (s.head_dim <= 0) fail(fmt::format("head_dim must be positive (got {})", s.head_dim));
   if (s.planes <= 0 || 2 * s.planes > s.head_dim)
     fail(fmt::format("planes must be in [1, head_dim / 2 = {}] (got {})", s.head_dim / 2, s.planes));
@@ -37,7 +33,7 @@ head_groups check_spec(const grape_m_spec& s, const rotate_qk_args& args) {
   const std::int64_t kv = args.k.heads > 0 ? args.k.heads : args.q.heads;
   if (args.q.heads > 0 && args.q.heads % kv != 0)
     fail(fmt::format("q has {} heads, not a multiple of k's {}", args.q.heads, kv));
-  const head_groups g{kv, args.q.heads > 0 ? args.q.heads / kv : 0};
+  const grape_m_heads g{kv, args.q.heads > 0 ? args.q.heads / kv : 0};
   if (s.freq_rows != 1 && s.freq_rows != kv)
     fail(fmt::format("freqs: rows must be 1 or the key heads {} (got {})", kv, s.freq_rows));
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(s.freq_rows) * s.planes; ++i)
@@ -51,8 +47,7 @@ head_groups check_spec(const grape_m_spec& s, const rotate_qk_args& args) {
   return g;
 }
 
-/// plan_grape_m after check_spec gave the call's heads.
-grape_m_plan plan_checked(const grape_m_spec& s, const head_groups& g, const rotate_qk_args& args,
+grape_m_plan plan_grape_m(const grape_m_spec& s, const grape_m_heads& g, const rotate_qk_args& args,
                           const device_indices* device) {
   if (s.phases != nullptr && (args.position_ids != nullptr || args.offsets != nullptr))
     fail("positions, offsets: contextual GRAPE-M turns by its phases; pass neither");
@@ -69,12 +64,8 @@ grape_m_plan plan_checked(const grape_m_spec& s, const head_groups& g, const rot
   return p;
 }
 
-}  // namespace
-
-void check_grape_m(const grape_m_spec& s, const rotate_qk_args& args) { check_spec(s, args); }
-
 grape_m_plan plan_grape_m(const grape_m_spec& s, const rotate_qk_args& args, const device_indices* device) {
-  return plan_checked(s, check_spec(s, args), args, device);
+  return plan_grape_m(s, check_grape_m(s, args), args, device);
 }
 
 grape_m_turns turns_of(const grape_m_spec& s) {

@@ -12,8 +12,14 @@
 
 namespace grape::kernel {
 
-/// rotate_qk's plan of the call's tokens, and its heads: key heads (the rows' unit) and query
-/// heads per key head.
+/// The call's heads as the spec's rows count them: key heads (the rows' unit) and query heads per
+/// key head.
+struct grape_m_heads {
+  std::int64_t kv_heads = 0;
+  std::int64_t group = 0;
+};
+
+/// rotate_qk's plan of the call's tokens, and its heads.
 struct grape_m_plan {
   owned_plan owned;
   std::int64_t kv_heads = 0;
@@ -21,10 +27,14 @@ struct grape_m_plan {
 };
 
 /// Checks the spec against the call (grape::input_error naming the field), without planning.
-void check_grape_m(const grape_m_spec& spec, const rotate_qk_args& args);
+grape_m_heads check_grape_m(const grape_m_spec& spec, const rotate_qk_args& args);
 
-/// Checks the spec against the call (grape::input_error naming the field) and plans its tokens.
-/// With `device`, index arrays and phases are device memory: not read (the kernel checks them).
+/// Plans the call's tokens once check_grape_m has checked the spec and given its heads. With
+/// `device`, index arrays and phases are device memory: not read (the kernel checks them).
+grape_m_plan plan_grape_m(const grape_m_spec& spec, const grape_m_heads& heads, const rotate_qk_args& args,
+                          const device_indices* device = nullptr);
+
+/// check_grape_m, then the plan.
 grape_m_plan plan_grape_m(const grape_m_spec& spec, const rotate_qk_args& args,
                           const device_indices* device = nullptr);
 

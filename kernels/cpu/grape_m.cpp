@@ -189,9 +189,9 @@ void param_grads_of(const grape_m_spec& s, const grape_m_plan& pp, const void* g
 }
 
 void rotate(const grape_m_spec& s, const rotate_qk_args& args, bool backward) {
-  detail::check_grape_m(s, args);
+  const detail::grape_m_heads heads = detail::check_grape_m(s, args);
   if (const auto spec = detail::grape_m_rotary_spec(s)) return rotate_as_spec(*spec, args, backward, s.angle_sign);
-  const grape_m_plan pp = detail::plan_grape_m(s, args);
+  const grape_m_plan pp = detail::plan_grape_m(s, heads, args);
   const float sign = static_cast<float>(backward ? -s.angle_sign : s.angle_sign);
   detail::with_storage(args.type, [&]<class T>() { rotate_tokens<T>(s, pp, sign); });
 }

@@ -125,9 +125,7 @@ std::int64_t positions_end(const cpu::qk_args& qk) {
 /// ... of the queries and, on tokens of their own, the keys.
 std::int64_t positions_end(const cpu::attention_args& a) {
   if (!a.keys) return positions_end(a.qk);
-  const cpu::rotate_qk_args ka = cpu::detail::key_args(a);
-  const auto pos = cpu::detail::positions_of(ka, cpu::detail::sequences_of(ka));
-  return std::max(positions_end(a.qk), pos.empty() ? 0 : *std::max_element(pos.begin(), pos.end()) + 1);
+  return std::max(positions_end(a.qk), positions_end(cpu::detail::key_args(a)));
 }
 
 /// The arrays of a two-item tuple argument `name` (first, second).
@@ -468,10 +466,8 @@ void bind_attention(nb::module_& m) {
           with_instance(encoding, arrays, head_dim, arrays.any() ? positions_end(a) : 0, [&](const auto& inst) {
             using I = std::remove_cvref_t<decltype(inst)>;
             std::vector<double> bias, freq;  // bias: the bias's parameters, or contextual GRAPE-M's phases
-            if constexpr (has_score_bias<I>)
-              if constexpr (BiasWithGradient<std::remove_cvref_t<decltype(score_bias_of(inst))>> ||
-                            BiasWithRowGradient<std::remove_cvref_t<decltype(score_bias_of(inst))>>)
-                if (bias_grad) bias.resize(score_bias_of(inst).parameter_count());
+            if constexpr (cpu::detail::gives_gradient<decltype(cpu::bias_part(inst))>::value)
+              if (bias_grad) bias.resize(cpu::bias_part(inst)->parameter_count());
             if constexpr (rotates_qk_part<I>)
               if (inv_freq_grad) freq.resize(static_cast<std::size_t>(rotation_part(inst).rep.dim() / 2));
             if constexpr (cpu::rotates_by_phase<I>) {

@@ -8,10 +8,6 @@
 
 namespace grape::python {
 
-/// Whether cpu::rotate_qk takes this instance (a rotation, or a composition with one).
-template <class Instance>
-inline constexpr bool rotates_qk = rotates_qk_part<Instance>;
-
 template <class Instance>
 void rotate_builtin_qk(const Instance& inst, const cpu::rotate_qk_args& args, bool backward);
 

@@ -41,6 +41,19 @@ constexpr bool has_bias_parameters = [] {
 
 template <class E>
 encoding_kernels kernels_of_instance(std::shared_ptr<const typename E::instance> inst, const std::string& described,
+                                     const std::string& params_json);
+
+/// The kernels of a copy of `inst` that `change` alters (new bias parameters, new frequencies).
+template <class E, class Change>
+encoding_kernels kernels_of_changed(const typename E::instance& inst, const std::string& described,
+                                    const std::string& params_json, Change&& change) {
+  auto changed = std::make_shared<typename E::instance>(inst);
+  change(*changed);
+  return kernels_of_instance<E>(std::move(changed), described, params_json);
+}
+
+template <class E>
+encoding_kernels kernels_of_instance(std::shared_ptr<const typename E::instance> inst, const std::string& described,
                                      const std::string& params_json) {
   using I = typename E::instance;
   encoding_kernels b;
@@ -49,7 +62,7 @@ encoding_kernels kernels_of_instance(std::shared_ptr<const typename E::instance>
   b.injection = E::injection::description;
   b.described = described;
   b.params_json = params_json;
-  if constexpr (rotates_qk<I>) {
+  if constexpr (rotates_qk_part<I>) {  // cpu::rotate_qk takes it: a rotation, or a composition with one
     const encoding_shape shape = shape_of(rotation_part(*inst));
     b.head_dim = shape.head_dim;
     b.num_axes = shape.num_axes;
@@ -79,12 +92,11 @@ encoding_kernels kernels_of_instance(std::shared_ptr<const typename E::instance>
     b.bias_parameters.resize(bias->parameter_count());
     bias->parameters(b.bias_parameters.data());
     b.with_bias_parameters = [inst, described, params_json](const std::vector<double>& values) {
-      auto moved = std::make_shared<I>(*inst);
-      if (values.size() != kernel::bias_part(*moved)->parameter_count())
+      if (values.size() != kernel::bias_part(*inst)->parameter_count())
         throw input_error(fmt::format("bias_params: {} takes {} values (got {})", E::name,
-                                      kernel::bias_part(*moved)->parameter_count(), values.size()));
-      mutable_bias_part(*moved)->set_parameters(values.data());
-      return kernels_of_instance<E>(std::move(moved), described, params_json);
+                                      kernel::bias_part(*inst)->parameter_count(), values.size()));
+      return kernels_of_changed<E>(*inst, described, params_json,
+                                   [&](I& changed) { mutable_bias_part(changed)->set_parameters(values.data()); });
     };
   }
   if constexpr (rotates_qk_part<I>) {
@@ -97,9 +109,9 @@ encoding_kernels kernels_of_instance(std::shared_ptr<const typename E::instance>
                                         rotation_part(*inst).rep.frequencies().size(), values.size()));
         for (std::size_t i = 0; i < values.size(); ++i)
           if (!std::isfinite(values[i])) throw input_error(fmt::format("inv_freq[{}]: must be finite", i));
-        auto moved = std::make_shared<I>(*inst);
-        const_cast<R&>(rotation_part(*moved).rep) = R::from_inv_freq(values);
-        return kernels_of_instance<E>(std::move(moved), described, params_json);
+        return kernels_of_changed<E>(*inst, described, params_json, [&](I& changed) {
+          const_cast<R&>(rotation_part(changed).rep) = R::from_inv_freq(values);
+        });
       };
     }
   }
