@@ -18,12 +18,12 @@ if(TARGET grape)
   install(TARGETS grape RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/grape DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.hpp")
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/grape ${PROJECT_SOURCE_DIR}/checker/grape
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
 # The kernel headers keep their `#include "common/..."`, `"cpu/..."` and `"cuda/..."` spellings under a directory
 # of grape's own: <prefix>/include/grape_kernels is on grape::cpu_kernels' installed include path,
 # where common/, cpu/ and cuda/ straight under <prefix>/include would claim generic names in a shared
-# prefix such as /usr/local. The checker's headers (grape/check/) include the host-side CUDA
+# prefix such as /usr/local. The checker's headers (checker/) include the host-side CUDA
 # headers (the device bodies it emulates, the storage types), so those .hpp go too; the .cuh
 # device code and the CUDA library are not part of grape::grape or grape::check.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/common ${PROJECT_SOURCE_DIR}/kernels/cpu ${PROJECT_SOURCE_DIR}/kernels/cuda

@@ -99,7 +99,7 @@ struct gemm {
 };
 
 template <class Instance>
-void attention_case(benchmark::State& state, const std::string& name, const Instance& inst, bool causal, int threads,
+void bench_attention(benchmark::State& state, const std::string& name, const Instance& inst, bool causal, int threads,
                     std::int64_t heads, std::int64_t kv_heads, std::int64_t tokens = 2048, int head_dim = 128) {
   problem p(tokens, heads, kv_heads, head_dim, causal, threads);
   gemm g;
@@ -413,7 +413,7 @@ void register_encoding(const char* label, std::int64_t tokens = 2048) {
           fmt::format("{}/T{}/H8/D128/{}/threads{}", label, tokens, causal ? "causal" : "full", threads);
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
         const auto inst = E::make(with_heads<E>(E::default_params(), 8));
-        attention_case(s, name, inst, causal, threads, 8, 8, tokens);
+        bench_attention(s, name, inst, causal, threads, 8, 8, tokens);
       })->UseManualTime()->Iterations(tokens > 2048 ? 2 : 3)->Unit(benchmark::kMillisecond);
     }
 }
@@ -440,7 +440,7 @@ int main(int argc, char** argv) {
       const std::string name = fmt::format("rope/T2048/H8/D{}/full/threads{}", head_dim, threads);
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
         const auto inst = rope::make(with_heads<rope>(rope::default_params(), 8, head_dim));
-        attention_case(s, name, inst, false, threads, 8, 8, 2048, head_dim);
+        bench_attention(s, name, inst, false, threads, 8, 8, 2048, head_dim);
       })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
     }
   for (const int threads : {1, 2}) {  // FoX is causal: its bias is −∞ above the diagonal
@@ -450,7 +450,7 @@ int main(int argc, char** argv) {
       std::normal_distribution<double> logit(4.0, 1.0);  // gates σ(z) near 1, as trained models have
       std::vector<double> gate_logits(8 * 2048);
       for (double& z : gate_logits) z = logit(rng);
-      attention_case(s, name, fox::make({8, 128, gate_logits}), true, threads, 8, 8);
+      bench_attention(s, name, fox::make({8, 128, gate_logits}), true, threads, 8, 8);
     })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
   }
   for (const bool backward : {false, true})
@@ -474,7 +474,7 @@ int main(int argc, char** argv) {
     for (const int threads : {1, 2}) {
       const std::string name = fmt::format("{}/T2048/H8/D128/causal/threads{}", label, threads);
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
-        with_paper_instance(label, [&](const auto& inst) { attention_case(s, name, inst, true, threads, 8, 8); });
+        with_paper_instance(label, [&](const auto& inst) { bench_attention(s, name, inst, true, threads, 8, 8); });
       })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
     }
     const std::string name = fmt::format("{}/T2048/H8/D128/causal/threads2/backward_with_params", label);
@@ -483,7 +483,7 @@ int main(int argc, char** argv) {
     })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("plain/T2048/H32/KV8/D128/full/threads2", [](benchmark::State& s) {
-    attention_case(s, "plain/T2048/H32/KV8/D128/full/threads2", cpu::no_encoding{128}, false, 2, 32, 8);
+    bench_attention(s, "plain/T2048/H32/KV8/D128/full/threads2", cpu::no_encoding{128}, false, 2, 32, 8);
   })->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
   for (const std::int64_t tokens : {2048, 8192})
     for (const char* label : {"rope", "alibi"})

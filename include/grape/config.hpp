@@ -13,8 +13,9 @@
 #define GRAPE_INLINE inline
 
 // Vectorize the loop that follows across its iterations (independent lanes): GCC otherwise turns
-// dot_lanes' eight partial sums into an outer-loop vectorization with transposes, 6× slower. Only
-// where OpenMP is on (it needs -fopenmp or -fopenmp-simd) and never in device code.
+// dot_lanes' eight partial sums into an outer-loop vectorization with transposes, far slower
+// (docs/performance.md, appendix "Rotary kernels"). Only where OpenMP is on (it needs -fopenmp or
+// -fopenmp-simd) and never in device code.
 #if defined(_OPENMP) && !defined(__CUDA_ARCH__)
 #define GRAPE_SIMD _Pragma("omp simd")
 #else

@@ -10,7 +10,16 @@
 
 namespace grape::kernel {
 
-struct decode_args {
+/// Where a paged cache keeps each sequence's tokens (vLLM's block table).
+struct page_table {
+  std::int64_t blocks = 0;                     // blocks in the cache
+  std::int64_t block_size = 0;                 // slots per block
+  const std::int32_t* block_table = nullptr;   // [batch, max_blocks]: each sequence's blocks in order
+  std::int64_t max_blocks = 0;                 // columns of block_table
+  const std::int64_t* seq_lens = nullptr;      // [batch]: cached tokens per sequence (>= 1)
+};
+
+struct decode_args : page_table {
   dtype type = dtype::f32;                     // storage of Q, the cache and the output
   const void* q = nullptr;                     // [batch, q_heads, head_dim], contiguous
   std::int64_t batch = 0;
@@ -18,11 +27,6 @@ struct decode_args {
   std::int64_t kv_heads = 0;                   // heads of the cache; divides q_heads
   paged_cache k;                               // pages of K (already encoded by rotate_qk's KV write)
   paged_cache v;                               // pages of V
-  std::int64_t blocks = 0;                     // blocks in the cache
-  std::int64_t block_size = 0;                 // slots per block
-  const std::int32_t* block_table = nullptr;   // [batch, max_blocks]: each sequence's blocks in order
-  std::int64_t max_blocks = 0;                 // columns of block_table
-  const std::int64_t* seq_lens = nullptr;      // [batch]: cached tokens per sequence (>= 1)
   const std::int64_t* q_positions = nullptr;   // [batch] or null: seq_lens[b] − 1
   std::int64_t max_position = std::numeric_limits<std::int64_t>::max();  // query positions must be below
   int v_dim = 0;                               // 0: head_dim

@@ -15,12 +15,16 @@
 
 namespace grape::kernel {
 
-struct gated_linear_grad_call {
+/// Gated GRAPE-A's bias arrays (host or device memory, as the backend's).
+struct gated_linear_arrays {
   int heads = 0;
   std::int64_t length = 0;              // T
   const double* omega = nullptr;        // [heads]
   const double* key_gate = nullptr;     // [heads, T]
   const double* query_gate = nullptr;   // [heads, T], or null (key-gated)
+};
+
+struct gated_linear_grad_call : gated_linear_arrays {
   const double* grad_tile = nullptr;    // [heads, T, T]: G
   double* grad = nullptr;  // dL/dω [heads], dL/dg_k [heads, T], then (query-gated) dL/dg_q [heads, T]
 

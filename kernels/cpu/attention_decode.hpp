@@ -69,8 +69,9 @@ void decode_page(const decode_args& a, std::int64_t b, std::int64_t lo, std::int
   };
   // The scores in the order of K's addresses: slot by slot, every KV head of a slot in turn, where
   // a slot's heads are adjacent (NHD); head by head, every slot of a head in turn, where a head's
-  // slots are (HND). Against the NHD page's strided rows, a head at a time, the sweep in address
-  // order took f32 decode from 0.58–0.84 to 0.73–1.05 of the copy rate (docs/performance.md).
+  // slots are (HND). A head at a time, an NHD page's rows lie a slot apart, a stride the hardware
+  // prefetchers do not follow; the sweep in address order reads K in sequence
+  // (docs/performance.md, appendix "Fused attention").
   const auto scores = [&](std::int64_t c, std::int64_t count, std::int64_t kh) {
     in_blocks_of_four(group, [&]<int N>(std::int64_t g) {
       const std::int64_t h = kh * group + g;

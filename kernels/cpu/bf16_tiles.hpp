@@ -6,11 +6,12 @@
 // matmul_path_for chose matmul_path::avx512_bf16 (cpu/matmul_path.hpp).
 //
 // Why by hand and not a library (docs/design.md): on the flash tiles (240×128·128×128, one
-// thread, Zen 5) this kernel runs at 475 GFLOP/s, libxsmm 1.17's JIT at 480 and oneDNN 2.6's
-// matmul primitive at 431; oneDNN's brgemm micro-kernel API, which PyTorch uses, is in neither
-// Debian's oneDNN (2.6) nor PyPI's (built without DNNL_EXPERIMENTAL_UKERNEL), and Debian's
-// OpenBLAS has no sbgemm. Sixty lines of intrinsics take any tile shape (masked edges) without a
-// JIT per shape and add no dependency to grape's users.
+// thread) this kernel runs about as fast as libxsmm 1.17's JIT and faster than oneDNN 2.6's
+// matmul primitive (docs/performance.md, "bf16 tiles on AVX512-BF16"); oneDNN's brgemm
+// micro-kernel API, which PyTorch uses, is in neither Debian's oneDNN (2.6) nor PyPI's (built
+// without DNNL_EXPERIMENTAL_UKERNEL), and Debian's OpenBLAS has no sbgemm. Sixty lines of
+// intrinsics take any tile shape (masked edges) without a JIT per shape and add no dependency to
+// grape's users.
 #include <cstdint>
 #include <vector>
 

@@ -41,8 +41,8 @@ void micro_tile(float* c, std::int64_t ldc, const element* a, std::int64_t lda, 
       _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == Nv - 1 ? last : __mmask16(0xffff), acc[r][v]);
 }
 
-/// Every row of one pass of Nv column blocks: 8 rows at a time (16 accumulators: 475 GFLOP/s on
-/// Zen 5, as 6 × 4 blocks), then the remaining rows.
+/// Every row of one pass of Nv column blocks: 8 rows at a time (16 accumulators, as fast as 6 × 4
+/// blocks: docs/performance.md, "bf16 tiles on AVX512-BF16"), then the remaining rows.
 template <int Nv>
 void column_pass(float* c, std::int64_t ldc, const element* a, std::int64_t lda, const element* b,
                  std::int64_t blocks, std::int64_t pairs_, std::int64_t rows, __mmask16 last, bool accumulate) {

@@ -126,8 +126,9 @@ void accumulate_rows(const float* p, std::int64_t ld, const T* v, std::int64_t s
 }
 
 /// Asks for the cache lines of count elements from p into L2 (a hint: no fault, no wait). L2, not
-/// L1: decode prefetches a whole page ahead of its use, more than L1 holds at float32 (measured:
-/// into L1, float32 decode lost 8–11 %; into L2, neither storage lost; docs/performance.md).
+/// L1: decode prefetches a whole page ahead of its use, more than L1 holds at float32: into L1,
+/// float32 decode slows; into L2, neither storage does (docs/performance.md, appendix "Fused
+/// attention").
 template <class T>
 inline void prefetch_elements(const T* p, std::int64_t count) {
   const char* bytes = reinterpret_cast<const char*>(p);

@@ -6,7 +6,7 @@
 //   dPᵀ  = V_j·dO_iᵀ       lhs v_rows,  rhs o_rhs       dK_jᵀ += Q_iᵀ·dS    lhs q_cols
 //   dV_jᵀ += dO_iᵀ·P       lhs o_cols
 // with i a 64-query block and j a 64-key block (flash_block). An Eigen product would pack both of
-// its operands again for every tile pair (17 % of the backward's time, docs/performance.md).
+// its operands again for every tile pair (docs/performance.md, appendix "Fused attention").
 #include <cstdint>
 
 #include "cpu/flash_mask.hpp"

@@ -34,7 +34,8 @@ void flash_rows_with(const flash_sequence& s, const Products& products, std::int
   const std::int64_t kh = s.k_heads == s.q_heads ? h : h / (s.q_heads / s.k_heads);
   const std::int64_t vh = h / (s.q_heads / s.v_heads);
   // The thread's scratch (flash_sequence_forward sizes it), reused across its work items; each
-  // part starts on a cache line (unaligned score rows cost 5 % of the forward).
+  // part starts on a cache line (unaligned score rows slow the forward: docs/performance.md,
+  // appendix "Fused attention").
   float* const parts = align_to_line(scratch);
   mat acc(parts, rows, s.v_dim), S(parts + line_floats(rows * s.v_dim), rows, ld);
   acc.setZero();
@@ -52,7 +53,8 @@ void flash_rows_with(const flash_sequence& s, const Products& products, std::int
     auto tile = S.block(r0, 0, n, cols);
     add_bias_and_mask(s, bias, h, first, j0, tile);
     // Row by row, each row contiguous: Eigen vectorises exp on a row, not on the tile minus a
-    // broadcast column (that form called the scalar expf per logit: 19 % of the forward's time).
+    // broadcast column (that form calls the scalar expf per logit: docs/performance.md, appendix
+    // "Fused attention").
     for (std::int64_t r = r0; r < r0 + n; ++r)
       online_softmax_step(S.row(r).head(cols).array(), row_max[r], row_sum[r], acc.row(r));
     block.add_values(acc.data(), S.data(), ld, r0, n, vh, t, cols);

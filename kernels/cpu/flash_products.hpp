@@ -19,9 +19,9 @@
 namespace grape::cpu::detail {
 
 /// Queries per work item and keys per tile of the forward. 256 queries: each K and V tile serves
-/// four times as many rows as with 64 (0.59 → 0.67 of the same-run GEMM at T = 2048, H = 8,
-/// D = 128 without a mask, docs/performance.md); under a mask each tile meets only the rows that
-/// see it. 128 keys: the per-tile work outside the products halves against 64 (+2–4 %).
+/// four times as many rows as with 64; under a mask each tile meets only the rows that see it.
+/// 128 keys: the per-tile work outside the products halves against 64. What each gains:
+/// docs/performance.md, appendix "Fused attention".
 inline constexpr std::int64_t flash_query_block = 256, flash_key_tile = 128;
 
 /// Calls pack(head, tile, is_k) for every K and V tile of a sequence, on the call's threads.

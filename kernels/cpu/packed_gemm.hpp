@@ -3,9 +3,9 @@
 // with the packing under the caller's control. An Eigen product packs both operands on every call;
 // the flash forward multiplies the same K and V tiles with every query block and the same query
 // block with every key tile, so it packs each K and V tile once per sequence and each query block
-// once (the repacking was 9.7 % of the forward's time: docs/performance.md). This is Eigen 3.4's
-// internal API (the one its own products call), hence one small header: the rest of grape sees
-// pack_lhs / pack_rhs / multiply_add and a buffer type.
+// once, which saves repacking both for every pair (docs/performance.md, appendix "Fused
+// attention"). This is Eigen 3.4's internal API (the one its own products call), hence one small
+// header: the rest of grape sees pack_lhs / pack_rhs / multiply_add and a buffer type.
 #include <Eigen/Core>
 #include <cstdint>
 #include <vector>
@@ -77,7 +77,8 @@ inline void multiply_add(float* c_data, index ldc, const float* a, const float* 
 namespace grape::cpu::detail {
 
 /// Floats per cache line; n floats rounded up to whole lines; p moved up to a line boundary (the
-/// parts of a thread's scratch start on lines: unaligned score rows cost the forward about 5 %).
+/// parts of a thread's scratch start on lines: unaligned score rows slow the forward;
+/// docs/performance.md, appendix "Fused attention").
 inline constexpr std::int64_t cache_line_floats = 16;
 inline std::int64_t line_floats(std::int64_t n) { return (n + cache_line_floats - 1) / cache_line_floats * cache_line_floats; }
 inline float* align_to_line(float* p) {

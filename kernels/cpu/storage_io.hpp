@@ -3,8 +3,8 @@
 // (round to nearest even), through Eigen's half/bfloat16 packet conversions (F16C vcvtph2ps /
 // vcvtps2ph, AVX-512 BF16 vcvtneps2bf16, or Eigen's integer rounding where the ISA lacks them).
 // Written against Eigen's packet API rather than `.cast<float>()`: GCC 12 compiles Eigen 3.4's
-// array cast of bfloat16 to one scalar load per element (measured: the bf16 kernel ran at 0.3
-// of a copy), while the packet form is one or two instructions per 16 elements. Also the pair
+// array cast of bfloat16 to one scalar load per element, while the packet form is one or two
+// instructions per 16 elements (docs/performance.md, appendix "Rotary kernels"). Also the pair
 // swap of the interleaved packet rotation.
 #include <Eigen/Core>
 #include <complex>
@@ -40,30 +40,33 @@ inline F swap_pairs(const F& v) {
   return Eigen::internal::pcplxflip(C(v)).v;
 }
 
-/// Widens n elements to float32: whole packets, then the tail one element at a time.
-template <class Storage>
-inline void widen_n(const Storage* in, float* out, int n) {
+/// Converts n elements between float32 and a storage type, one side float: whole packets, then
+/// the tail one element at a time. Narrowing rounds to nearest even.
+template <class In, class Out>
+inline void convert_n(const In* in, Out* out, int n) {
+  constexpr bool widens = std::is_same_v<Out, float>;
+  using Storage = std::conditional_t<widens, In, Out>;
   using P = storage_packets<Storage>;
   int i = 0;
-  if constexpr (!std::is_same_v<Storage, float> && P::vectorized)
+  if constexpr (!std::is_same_v<Storage, float> && P::vectorized) {
+    using From = std::conditional_t<widens, typename P::storage, typename P::wide>;
+    using To = std::conditional_t<widens, typename P::wide, typename P::storage>;
     for (; i + P::width <= n; i += P::width)
-      Eigen::internal::pstoreu(
-          out + i, Eigen::internal::pcast<typename P::storage, typename P::wide>(
-                       Eigen::internal::ploadu<typename P::storage>(in + i)));
-  for (; i < n; ++i) out[i] = static_cast<float>(in[i]);
+      Eigen::internal::pstoreu(out + i, Eigen::internal::pcast<From, To>(Eigen::internal::ploadu<From>(in + i)));
+  }
+  for (; i < n; ++i) out[i] = static_cast<Out>(in[i]);
 }
 
-/// Narrows n float32 values to the storage type (round to nearest even), packets then the tail.
+/// Widens n elements to float32.
+template <class Storage>
+inline void widen_n(const Storage* in, float* out, int n) {
+  convert_n(in, out, n);
+}
+
+/// Narrows n float32 values to the storage type (round to nearest even).
 template <class Storage>
 inline void narrow_n(const float* in, Storage* out, int n) {
-  using P = storage_packets<Storage>;
-  int i = 0;
-  if constexpr (!std::is_same_v<Storage, float> && P::vectorized)
-    for (; i + P::width <= n; i += P::width)
-      Eigen::internal::pstoreu(out + i,
-                               Eigen::internal::pcast<typename P::wide, typename P::storage>(
-                                   Eigen::internal::ploadu<typename P::wide>(in + i)));
-  for (; i < n; ++i) out[i] = static_cast<Storage>(in[i]);
+  convert_n(in, out, n);
 }
 
 /// widen / narrow of a compile-time count N (the specialised dims): the same loops, unrolled.

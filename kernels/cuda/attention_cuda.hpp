@@ -199,15 +199,15 @@ void encode_into(const device_attention<Instance>& enc, const kernel::qk_args& q
 /// rotates), the bias positions written (when the bias needs them), the flash operands over them.
 /// Every host check runs before the first allocation.
 template <class Instance>
-struct encoded_call {
+struct encoded_args {
   using encoding = device_attention<Instance>;
   static constexpr bool has_bias = !std::is_same_v<typename encoding::scores_type, no_scores>;
   static constexpr bool by_phase = kernel::rotates_by_phase<Instance>;
   static constexpr bool rotates = !std::is_same_v<typename encoding::rotation_type, std::monostate>;
   stream_scratch q_rot, k_rot, positions, phases;
-  flash_operands ops;
+  flash_args ops;
 
-  encoded_call(const encoding& enc, const kernel::attention_args& a, std::int64_t total_tokens, int* flag,
+  encoded_args(const encoding& enc, const kernel::attention_args& a, std::int64_t total_tokens, int* flag,
                cudaStream_t stream)
       : q_rot(checked_bytes(enc, a, total_tokens, flag, a.qk.q.size), stream),
         k_rot(rotates ? static_cast<std::size_t>(a.qk.k.size) * element_bytes(a.qk.type) : 0, stream),
@@ -251,7 +251,7 @@ struct encoded_call {
 template <class Instance>
 void attention(const device_attention<Instance>& enc, const kernel::attention_args& a, std::int64_t total_tokens,
                int* device_error_flag, cudaStream_t stream) {
-  const detail::encoded_call<Instance> call(enc, a, total_tokens, device_error_flag, stream);
+  const detail::encoded_args<Instance> call(enc, a, total_tokens, device_error_flag, stream);
   detail::launch_flash(call.ops, enc.scores(), stream);
 }
 
@@ -270,7 +270,7 @@ template <class Instance>
 void attention_backward(const device_attention<Instance>& enc, const kernel::attention_args& a,
                         const kernel::attention_grad_args& g, std::int64_t total_tokens, int* device_error_flag,
                         cudaStream_t stream) {
-  using call_type = detail::encoded_call<Instance>;
+  using call_type = detail::encoded_args<Instance>;
   constexpr bool rotates = call_type::rotates, by_phase = call_type::by_phase;
   const bool phase_params = by_phase && (g.grad_inv_freq || g.grad_phases);
   if constexpr (!by_phase) {

@@ -37,16 +37,12 @@ namespace detail {
 inline decode_shape decode_shape_of(const kernel::decode_args& a, int head_dim, int v_dim, std::int64_t max_seq_len,
                                     int* flag) {
   decode_shape s;
+  static_cast<kernel::page_table&>(s) = a;
   s.batch = a.batch;
   s.q_heads = a.q_heads;
   s.kv_heads = a.kv_heads;
   s.head_dim = head_dim;
   s.v_dim = v_dim;
-  s.blocks = a.blocks;
-  s.block_size = a.block_size;
-  s.max_blocks = a.max_blocks;
-  s.block_table = a.block_table;
-  s.seq_lens = a.seq_lens;
   s.max_seq_len = max_seq_len;
   s.chunk = kernel::decode_chunk(a.block_size);
   s.chunks = (max_seq_len + s.chunk - 1) / s.chunk;
@@ -58,28 +54,12 @@ inline decode_shape decode_shape_of(const kernel::decode_args& a, int head_dim, 
 /// The call's arrays for the programs: the encoded queries, the pages, the parts' scratch.
 inline decode_call decode_call_of(const kernel::decode_args& a, const decode_shape& s, const void* q,
                                   const std::int64_t* q_pos, float* parts, float scale) {
-  decode_call c;
-  c.type = a.type;
-  c.s = s;
-  c.q = q;
-  c.k = a.k.data;
-  c.v = a.v.data;
-  c.k_block_stride = a.k.block_stride;
-  c.k_slot_stride = a.k.slot_stride;
-  c.k_head_stride = a.k.head_stride;
-  c.v_block_stride = a.v.block_stride;
-  c.v_slot_stride = a.v.slot_stride;
-  c.v_head_stride = a.v.head_stride;
-  c.q_pos = q_pos;
-  c.scale = scale;
-  c.window = a.window;
+  const auto pages = [](const kernel::paged_cache& p) {
+    return device_pages<void>{p.data, p.block_stride, p.slot_stride, p.head_stride};
+  };
   const std::int64_t heads = s.batch * s.chunks * s.q_heads;
-  c.part_max = parts;
-  c.part_sum = parts + heads;
-  c.part_acc = parts + 2 * heads;
-  c.out = a.out;
-  c.lse = a.lse;
-  return c;
+  return {a.type, s, q, pages(a.k), pages(a.v), q_pos, scale, a.window, parts, parts + heads, parts + 2 * heads,
+          a.out, a.lse};
 }
 
 /// rotate_qk's arguments for the queries: one token per sequence at its position.

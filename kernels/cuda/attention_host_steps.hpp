@@ -13,7 +13,7 @@
 
 #include "common/attention_args.hpp"
 #include "cuda/bias_positions.hpp"
-#include "cuda/flash_call.hpp"
+#include "cuda/flash_args.hpp"
 #include "cuda/flash_checks.hpp"
 #include "grape/config.hpp"
 
@@ -78,7 +78,7 @@ inline void check_attention_operand(const kernel::qk_tensor& t, const kernel::qk
 /// at q and k (the inputs' strides) and the bias positions (or null). With cu_seqlens, seq_len
 /// must hold the longest sequence (device memory is not read on the host), total_tokens the
 /// tokens; padded: total_tokens = batch·seq_len.
-inline flash_operands attention_operands(const kernel::attention_args& a, const void* q, const void* k,
+inline flash_args attention_operands(const kernel::attention_args& a, const void* q, const void* k,
                                          const std::int64_t* positions, int head_dim, std::int64_t total_tokens,
                                          int* error) {
   const kernel::qk_args& qk = a.qk;
@@ -97,7 +97,7 @@ inline flash_operands attention_operands(const kernel::attention_args& a, const 
   detail::check_attention_operand(qk.q, qk, total_tokens, head_dim, "q");
   detail::check_attention_operand(qk.k, qk, total_tokens, head_dim, "k");
   detail::check_attention_operand(a.v, qk, total_tokens, v_dim, "v");
-  flash_operands ops;
+  flash_args ops;
   ops.type = qk.type;
   ops.q = q;
   ops.k = k;

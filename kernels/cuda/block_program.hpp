@@ -6,6 +6,8 @@
 // runs its own tid or warp and block_sync is __syncthreads(); on the host a phase runs every tid
 // or warp to completion before the next, which is exactly the barrier's guarantee. State that
 // outlives a phase lives in shared memory, never in a phase's locals.
+#include <cstdint>
+
 #include "grape/config.hpp"
 
 // The phases are lambdas over the block's shared state: inlined, they cost nothing; a closure that
@@ -62,6 +64,14 @@ GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE void for_lanes(F&& f) {
 #else
   for (int i = 0; i < warp_size; ++i) f(emulate_in_reverse() ? warp_size - 1 - i : i);
 #endif
+}
+
+/// Typed pointers into a block's shared memory: carve(smem, offset, pointer, offset, pointer, ...)
+/// points each pointer at its byte offset.
+template <class P, class... Rest>
+GRAPE_HOST_DEVICE inline void carve(unsigned char* smem, std::int64_t offset, P*& pointer, Rest&&... rest) {
+  pointer = reinterpret_cast<P*>(smem + offset);
+  if constexpr (sizeof...(Rest) > 0) carve(smem, rest...);
 }
 
 GRAPE_HOST_DEVICE inline void block_sync() {

@@ -13,10 +13,7 @@ struct decode_call {
   kernel::dtype type = kernel::dtype::f32;
   decode_shape s;
   const void* q = nullptr;  // encoded queries [batch, q_heads, head_dim]
-  const void* k = nullptr;  // K pages
-  const void* v = nullptr;  // V pages
-  std::int64_t k_block_stride = 0, k_slot_stride = 0, k_head_stride = 0;
-  std::int64_t v_block_stride = 0, v_slot_stride = 0, v_head_stride = 0;
+  device_pages<void> k, v;
   const std::int64_t* q_pos = nullptr;  // [batch], decode_positions'
   float scale = 1.0f;
   std::int64_t window = 0;
@@ -35,21 +32,16 @@ inline std::int64_t decode_part_floats(const decode_shape& s) {
   return s.batch * s.chunks * s.q_heads * (2 + s.v_dim);
 }
 
+/// The pages of storage T.
+template <class T>
+device_pages<T> typed_pages(const device_pages<void>& p) {
+  return {static_cast<const T*>(p.data), p.block_stride, p.slot_stride, p.head_stride};
+}
+
 template <class T, class Bias>
 decode_program<T, Bias> decode_program_of(const decode_call& c, const Bias& bias) {
-  decode_program<T, Bias> p;
-  p.s = c.s;
-  p.q = static_cast<const T*>(c.q);
-  p.k = {static_cast<const T*>(c.k), c.k_block_stride, c.k_slot_stride, c.k_head_stride};
-  p.v = {static_cast<const T*>(c.v), c.v_block_stride, c.v_slot_stride, c.v_head_stride};
-  p.q_pos = c.q_pos;
-  p.scale = c.scale;
-  p.window = c.window;
-  p.part_max = c.part_max;
-  p.part_sum = c.part_sum;
-  p.part_acc = c.part_acc;
-  p.bias = bias;
-  return p;
+  return {c.s,        static_cast<const T*>(c.q), typed_pages<T>(c.k), typed_pages<T>(c.v), c.q_pos, c.scale, c.window,
+          c.part_max, c.part_sum, c.part_acc, bias};
 }
 
 template <class T>

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/decode_args.hpp"
 #include "cuda/block_program.hpp"
 #include "cuda/flash_scores.hpp"
 #include "cuda/storage.hpp"
@@ -34,12 +35,9 @@ struct device_pages {
 };
 
 /// The shape of a decode call, shared by the three bodies.
-struct decode_shape {
+struct decode_shape : kernel::page_table {
   std::int64_t batch = 0, q_heads = 0, kv_heads = 0;
   int head_dim = 0, v_dim = 0;
-  std::int64_t blocks = 0, block_size = 0, max_blocks = 0;
-  const std::int32_t* block_table = nullptr;  // [batch, max_blocks]
-  const std::int64_t* seq_lens = nullptr;     // [batch]
   std::int64_t max_seq_len = 0;               // the host's bound: chunks cover it
   std::int64_t chunk = 0, chunks = 0;         // tokens per chunk (whole pages), chunks per sequence
   int heads_per_block = 0;                    // query heads of one KV head per block
@@ -109,15 +107,12 @@ struct decode_program {
                                                                                     : s.heads_per_block);
     const int d = s.head_dim, vd = s.v_dim;
     const decode_smem at = decode_smem_of(sizeof(T), s.heads_per_block, d, vd);
-    float* qs = reinterpret_cast<float*>(smem + at.q);
-    T* ks = reinterpret_cast<T*>(smem + at.k);
-    T* vs = reinterpret_cast<T*>(smem + at.v);
-    float* ss = reinterpret_cast<float*>(smem + at.s);
-    float* acc = reinterpret_cast<float*>(smem + at.acc);
-    float* row_max = reinterpret_cast<float*>(smem + at.stats);
+    float *qs, *ss, *acc, *row_max;
+    T *ks, *vs;
+    row_state* walk;
+    carve(smem, at.q, qs, at.k, ks, at.v, vs, at.s, ss, at.acc, acc, at.stats, row_max, at.walk, walk);
     float* row_sum = row_max + s.heads_per_block;
     float* rescale = row_sum + s.heads_per_block;
-    row_state* walk = reinterpret_cast<row_state*>(smem + at.walk);
 
     // This chunk's keys: [lo, hi], inside the sequence, at or before the query, inside the window.
     const std::int64_t len = s.seq_lens[b], m = q_pos[b];

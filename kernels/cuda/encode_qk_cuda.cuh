@@ -19,7 +19,7 @@
 #include "cuda/device_view.hpp"
 #include "cuda/encode_qk_thread.hpp"
 #include "cuda/launch.cuh"
-#include "cuda/rotate_qk_request.hpp"
+#include "cuda/rotate_qk_call.hpp"
 #include "grape/detail/error.hpp"
 
 namespace grape::cuda {

@@ -206,14 +206,27 @@ struct flash_backward_program {
     });
   }
 
+  /// Where tile `block` of `sequence` lies: the sequence's start and length, the tile's first token
+  /// and how many of its tokens the sequence has (0: an empty sequence, or a tile past its end).
+  struct tile_place {
+    std::int64_t start = 0, len = 0, first = 0;
+    int here = 0;
+  };
+  GRAPE_HOST_DEVICE tile_place place_tile(std::int64_t block, std::int64_t sequence) const {
+    tile_place p;
+    if (!f.sequence_of(sequence, p.start, p.len)) return p;
+    p.first = block * tile;
+    if (p.first < p.len) p.here = static_cast<int>(p.len - p.first < tile ? p.len - p.first : tile);
+    return p;
+  }
+
   /// A block per (key tile, sequence, K/V head g): dK and dV of the tile's keys.
   GRAPE_HOST_DEVICE void run_keys(std::int64_t key_block, std::int64_t sequence, std::int64_t g, const block_shape& b,
                                   unsigned char* smem) const {
-    std::int64_t start = 0, len = 0;
-    if (!f.sequence_of(sequence, start, len)) return;
-    const std::int64_t j0 = key_block * tile;
-    if (j0 >= len) return;
-    const int cols_here = static_cast<int>(len - j0 < tile ? len - j0 : tile);
+    const tile_place at = place_tile(key_block, sequence);
+    if (at.here == 0) return;
+    const std::int64_t start = at.start, len = at.len, j0 = at.first;
+    const int cols_here = at.here;
     const tiles t = tiles_of(smem);
     f.load_keys(b, t.k, t.v, start, j0, tile, cols_here, g, g);
     for_threads(b, [&](int tid) {
@@ -268,11 +281,10 @@ struct flash_backward_program {
   /// A block per (query tile, sequence, query head h): dQ of the tile's queries.
   GRAPE_HOST_DEVICE void run_queries(std::int64_t query_block, std::int64_t sequence, std::int64_t h,
                                      const block_shape& b, unsigned char* smem) const {
-    std::int64_t start = 0, len = 0;
-    if (!f.sequence_of(sequence, start, len)) return;
-    const std::int64_t i0 = query_block * tile;
-    if (i0 >= len) return;
-    const int rows_here = static_cast<int>(len - i0 < tile ? len - i0 : tile);
+    const tile_place at = place_tile(query_block, sequence);
+    if (at.here == 0) return;
+    const std::int64_t start = at.start, len = at.len, i0 = at.first;
+    const int rows_here = at.here;
     const tiles t = tiles_of(smem);
     float* dq = t.dk;  // run_queries keeps dQ in dK's place
     load_queries(b, t, start, i0, rows_here, h);

@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "cuda/flash_call.hpp"
+#include "cuda/flash_args.hpp"
 #include "cuda/flash_scores.hpp"
 #include "grape/detail/error.hpp"
 
@@ -26,7 +26,7 @@ inline void check_dim(int dim, const char* name) {
 
 }  // namespace detail
 
-inline void check_flash(const flash_operands& ops) {
+inline void check_flash(const flash_args& ops) {
   detail::require(ops.type == kernel::dtype::f32 || ops.type == kernel::dtype::f16 || ops.type == kernel::dtype::bf16,
           "type: must be f32, f16 or bf16");
   detail::require(ops.q_heads > 0 && ops.q_heads <= 65535,
@@ -57,7 +57,7 @@ inline void check_flash(const flash_operands& ops) {
 
 /// The backward's: the forward's checks, its output and log-sum-exp, the gradients, and one head
 /// count for K and V (a block owns both of a head's gradients).
-inline void check_flash_backward(const flash_operands& ops, const flash_grads& g) {
+inline void check_flash_backward(const flash_args& ops, const flash_grads& g) {
   check_flash(ops);
   detail::require(ops.k_heads == ops.v_heads,
                   fmt::format("v_heads: the backward needs k_heads = v_heads (got {} and {})", ops.k_heads,
@@ -70,17 +70,17 @@ inline void check_flash_backward(const flash_operands& ops, const flash_grads& g
   }
 }
 
-inline void check_flash_bias(const flash_operands&, const no_scores&) {}
+inline void check_flash_bias(const flash_args&, const no_scores&) {}
 
-inline void check_flash_bias(const flash_operands&, const alibi_scores& bias) {
+inline void check_flash_bias(const flash_args&, const alibi_scores& bias) {
   detail::require(bias.slopes != nullptr, "slopes: must not be null");
 }
 
-inline void check_flash_bias(const flash_operands&, const linear_scores& bias) {
+inline void check_flash_bias(const flash_args&, const linear_scores& bias) {
   detail::require(bias.coef != nullptr, "coef: must not be null");
 }
 
-inline void check_flash_bias(const flash_operands& ops, const t5_scores& bias) {
+inline void check_flash_bias(const flash_args& ops, const t5_scores& bias) {
   detail::require(bias.by_distance != nullptr, "by_distance: must not be null (t5_distance_table)");
   detail::require(bias.heads == ops.q_heads,
                   fmt::format("by_distance: must have q_heads = {} heads (got {})", ops.q_heads, bias.heads));
@@ -91,25 +91,25 @@ namespace detail {
 
 /// A bias that indexes a sequence of `length` gates by position: positions given are checked on
 /// the device (launch_position_check); without them the sequences' indices must lie inside.
-inline void check_gate_length(const flash_operands& ops, std::int64_t length) {
+inline void check_gate_length(const flash_args& ops, std::int64_t length) {
   if (ops.positions == nullptr)
     require(ops.seq_len <= length, fmt::format("seq_len: the gates cover {} positions (got {})", length, ops.seq_len));
 }
 
 }  // namespace detail
 
-inline void check_flash_bias(const flash_operands& ops, const fox_scores& bias) {
+inline void check_flash_bias(const flash_args& ops, const fox_scores& bias) {
   detail::require(bias.prefix != nullptr && bias.length >= 0, "prefix: must not be null");
   detail::check_gate_length(ops, bias.length);
 }
 
-inline void check_flash_bias(const flash_operands& ops, const gated_scores& bias) {
+inline void check_flash_bias(const flash_args& ops, const gated_scores& bias) {
   detail::require(bias.omega != nullptr && bias.key_gate != nullptr && bias.length >= 0,
                   "omega, key_gate: must not be null");
   detail::check_gate_length(ops, bias.length);
 }
 
-inline void check_flash_bias(const flash_operands& ops, const path_integral_scores& bias) {
+inline void check_flash_bias(const flash_args& ops, const path_integral_scores& bias) {
   const path_terms& t = bias.terms;
   detail::require(t.slopes && t.rows && t.keys && t.offset_cos && t.offset_sin && t.length >= 0,
                   "slopes, rows, keys, offset_cos, offset_sin: must not be null");
@@ -123,7 +123,7 @@ inline void check_flash_bias(const flash_operands& ops, const path_integral_scor
 /// A bias gradient asked for: the bias must have parameters, and (gated GRAPE-A, T5) the fields
 /// its layout needs.
 template <class Bias>
-void check_flash_bias_grads(const flash_operands& ops, const flash_grads& g, const Bias& bias) {
+void check_flash_bias_grads(const flash_args& ops, const flash_grads& g, const Bias& bias) {
   if (g.grad_bias == nullptr) return;
   if constexpr (!has_bias_grads<Bias>::value && !walks_rows<Bias>::value) {
     throw input_error("grad_bias: this bias has no parameters (pass null)");

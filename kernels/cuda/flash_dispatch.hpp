@@ -32,7 +32,7 @@ void check_bias_positions(const std::int64_t* positions, std::int64_t count, con
 }
 
 template <class Bias>
-void launch_flash(const flash_operands& ops, const Bias& bias, cudaStream_t stream) {
+void launch_flash(const flash_args& ops, const Bias& bias, cudaStream_t stream) {
   check_flash(ops);
   check_flash_bias(ops, bias);
   if (ops.tokens == 0 || ops.seq_len == 0) return;
@@ -48,7 +48,7 @@ void launch_flash(const flash_operands& ops, const Bias& bias, cudaStream_t stre
 }
 
 template <class Bias>
-void launch_flash_backward(const flash_operands& ops, const flash_grads& grads, const Bias& bias,
+void launch_flash_backward(const flash_args& ops, const flash_grads& grads, const Bias& bias,
                            cudaStream_t stream) {
   check_flash_backward(ops, grads);
   check_flash_bias(ops, bias);

@@ -18,48 +18,15 @@ std::int64_t detail::shared_memory_limit() {
   return limit;
 }
 
-void flash_attention(const flash_operands& ops, const no_scores& bias, cudaStream_t stream) {
-  detail::launch_flash(ops, bias, stream);
-}
-void flash_attention(const flash_operands& ops, const alibi_scores& bias, cudaStream_t stream) {
-  detail::launch_flash(ops, bias, stream);
-}
-void flash_attention(const flash_operands& ops, const linear_scores& bias, cudaStream_t stream) {
-  detail::launch_flash(ops, bias, stream);
-}
-void flash_attention(const flash_operands& ops, const t5_scores& bias, cudaStream_t stream) {
-  detail::launch_flash(ops, bias, stream);
-}
-void flash_attention(const flash_operands& ops, const fox_scores& bias, cudaStream_t stream) {
-  detail::launch_flash(ops, bias, stream);
-}
-void flash_attention(const flash_operands& ops, const gated_scores& bias, cudaStream_t stream) {
-  detail::launch_flash(ops, bias, stream);
-}
-
-void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const no_scores& bias,
-                              cudaStream_t stream) {
-  detail::launch_flash_backward(ops, g, bias, stream);
-}
-void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const alibi_scores& bias,
-                              cudaStream_t stream) {
-  detail::launch_flash_backward(ops, g, bias, stream);
-}
-void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const linear_scores& bias,
-                              cudaStream_t stream) {
-  detail::launch_flash_backward(ops, g, bias, stream);
-}
-void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const t5_scores& bias,
-                              cudaStream_t stream) {
-  detail::launch_flash_backward(ops, g, bias, stream);
-}
-void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const fox_scores& bias,
-                              cudaStream_t stream) {
-  detail::launch_flash_backward(ops, g, bias, stream);
-}
-void flash_attention_backward(const flash_operands& ops, const flash_grads& g, const gated_scores& bias,
-                              cudaStream_t stream) {
-  detail::launch_flash_backward(ops, g, bias, stream);
-}
+#define GRAPE_CUDA_DEFINE_FLASH(Scores)                                                                 \
+  void flash_attention(const flash_args& ops, const Scores& bias, cudaStream_t stream) {          \
+    detail::launch_flash(ops, bias, stream);                                                          \
+  }                                                                                                   \
+  void flash_attention_backward(const flash_args& ops, const flash_grads& g, const Scores& bias, \
+                                cudaStream_t stream) {                                                \
+    detail::launch_flash_backward(ops, g, bias, stream);                                              \
+  }
+GRAPE_CUDA_FLASH_SCORES(GRAPE_CUDA_DEFINE_FLASH)
+#undef GRAPE_CUDA_DEFINE_FLASH
 
 }  // namespace grape::cuda

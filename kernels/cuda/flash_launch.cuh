@@ -47,14 +47,14 @@ void launch_program(void (*kernel)(Program), const Program& program, const flash
 }
 
 template <class T, class Bias>
-void launch_flash(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t stream) {
+void launch_flash(const flash_args& ops, const flash_plan& plan, const Bias& bias, cudaStream_t stream) {
   const auto program = program_of<T>(ops, plan, bias);
   launch_program(&flash_kernel<flash_program<T, Bias>>, program, plan, flash_query_blocks(ops, plan), ops.batch,
                  ops.q_heads, stream);
 }
 
 template <class T, class Bias>
-void launch_flash_backward(const flash_operands& ops, const flash_grads& g, const flash_plan& plan, const Bias& bias,
+void launch_flash_backward(const flash_args& ops, const flash_grads& g, const flash_plan& plan, const Bias& bias,
                            cudaStream_t stream) {
   using program_t = flash_backward_program<T, Bias>;
   const auto program = backward_program_of<T>(ops, g, plan, bias);
@@ -71,29 +71,29 @@ void launch_flash_backward(const flash_operands& ops, const flash_grads& g, cons
 // translation units (flash_*.cu) instantiate them for the built-in biases, a .cu file of yours
 // for a score view (GRAPE_FLASH_SCORE_VIEW below).
 template <class Bias>
-void launch_flash_f32(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) {
+void launch_flash_f32(const flash_args& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) {
   launch_flash<float>(ops, plan, bias, s);
 }
 template <class Bias>
-void launch_flash_f16(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) {
+void launch_flash_f16(const flash_args& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) {
   launch_flash<__half>(ops, plan, bias, s);
 }
 template <class Bias>
-void launch_flash_bf16(const flash_operands& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) {
+void launch_flash_bf16(const flash_args& ops, const flash_plan& plan, const Bias& bias, cudaStream_t s) {
   launch_flash<__nv_bfloat16>(ops, plan, bias, s);
 }
 template <class Bias>
-void launch_flash_backward_f32(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
+void launch_flash_backward_f32(const flash_args& ops, const flash_grads& g, const flash_plan& plan,
                                const Bias& bias, cudaStream_t s) {
   launch_flash_backward<float>(ops, g, plan, bias, s);
 }
 template <class Bias>
-void launch_flash_backward_f16(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
+void launch_flash_backward_f16(const flash_args& ops, const flash_grads& g, const flash_plan& plan,
                                const Bias& bias, cudaStream_t s) {
   launch_flash_backward<__half>(ops, g, plan, bias, s);
 }
 template <class Bias>
-void launch_flash_backward_bf16(const flash_operands& ops, const flash_grads& g, const flash_plan& plan,
+void launch_flash_backward_bf16(const flash_args& ops, const flash_grads& g, const flash_plan& plan,
                                 const Bias& bias, cudaStream_t s) {
   launch_flash_backward<__nv_bfloat16>(ops, g, plan, bias, s);
 }
@@ -101,8 +101,8 @@ void launch_flash_backward_bf16(const flash_operands& ops, const flash_grads& g,
 }  // namespace grape::cuda::detail
 
 #define GRAPE_FLASH_INSTANCES_FOR(SUFFIX, Bias)                                                                 \
-  template void launch_flash_##SUFFIX(const flash_operands&, const flash_plan&, const Bias&, cudaStream_t);      \
-  template void launch_flash_backward_##SUFFIX(const flash_operands&, const flash_grads&, const flash_plan&,     \
+  template void launch_flash_##SUFFIX(const flash_args&, const flash_plan&, const Bias&, cudaStream_t);      \
+  template void launch_flash_backward_##SUFFIX(const flash_args&, const flash_grads&, const flash_plan&,     \
                                                const Bias&, cudaStream_t);
 
 /// One storage type's kernels for every built-in bias (the library's flash_*.cu).

@@ -127,16 +127,12 @@ struct flash_program {
     const int here = static_cast<int>(len - i0 < rows ? len - i0 : rows);
     const std::int64_t kh = h / (q_heads / k_heads), vh = h / (q_heads / v_heads);
     const flash_smem at = flash_smem_of(sizeof(T), rows, cols, head_dim, v_dim);
-    T* qs = reinterpret_cast<T*>(smem + at.q);
-    T* ks = reinterpret_cast<T*>(smem + at.k);
-    T* vs = reinterpret_cast<T*>(smem + at.v);
-    T* ps = reinterpret_cast<T*>(smem + at.p);
-    float* ss = reinterpret_cast<float*>(smem + at.s);
-    float* os = reinterpret_cast<float*>(smem + at.o);
-    float* row_max = reinterpret_cast<float*>(smem + at.stats);
+    T *qs, *ks, *vs, *ps;
+    float *ss, *os, *row_max;
+    row_state* walk;
+    carve(smem, at.q, qs, at.k, ks, at.v, vs, at.p, ps, at.s, ss, at.o, os, at.stats, row_max, at.walk, walk);
     float* row_sum = row_max + rows;
     float* rescale = row_sum + rows;
-    row_state* walk = reinterpret_cast<row_state*>(smem + at.walk);
     constexpr bool walks = walks_rows<Bias>::value;
 
     load_tile(b, qs, q + (start + i0) * q_token_stride + h * q_head_stride, q_token_stride, rows, here, head_dim);

@@ -12,7 +12,9 @@
 #include <cstdint>
 
 #include "common/bias_tile.hpp"
+#include "common/gated_linear_grad_items.hpp"
 #include "cuda/device_arrays.hpp"
+#include "cuda/path_integral_grad_thread.hpp"
 #include "grape/encodings/grape_a_gated.hpp"
 #include "grape/encodings/grape_ap.hpp"
 #include "grape/inject/score_bias.hpp"
@@ -22,34 +24,20 @@ using cudaStream_t = struct CUstream_st*;
 namespace grape::cuda {
 
 /// grape_a_key_gated / grape_a_qk_gated on the device: ω_h and the gates (float64 device memory).
-class device_gated_bias {
-  device_arrays arrays_;  // first: the pointers below are copies made into it
+class device_gated_bias : public kernel::gated_linear_arrays {
+  device_arrays arrays_;  // owns what the pointers point at
 
  public:
   explicit device_gated_bias(const bias_instance<gated_linear_bias>& inst);
-  int heads;
-  std::int64_t length;
-  const double* omega;
-  const double* key_gate;
-  const double* query_gate;  // null when key-gated
 };
 
 /// grape_ap_relative on the device: slopes, p, p̂ and the cos/sin of each offset (float64 device
 /// memory).
-class device_path_integral_bias {
-  device_arrays arrays_;  // first: the pointers below are copies made into it
+class device_path_integral_bias : public path_integral_arrays {
+  device_arrays arrays_;  // owns what the pointers point at
 
  public:
   explicit device_path_integral_bias(const bias_instance<path_integral_bias>& inst);
-  int heads;
-  std::int64_t length;
-  int dim;
-  double norm_eps;  // the RMS normalisation's, as the bias was made with
-  const double* slopes;
-  const double* rows;
-  const double* keys;
-  const double* offset_cos;
-  const double* offset_sin;
 };
 
 /// dL/dp [heads, T, P] of GRAPE-AP's bias from dL/d(tile) G [heads, T, T] over the whole sequence

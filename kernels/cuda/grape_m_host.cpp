@@ -8,7 +8,7 @@
 #include "cuda/errors.hpp"
 #include "cuda/grape_m_call.hpp"
 #include "cuda/grape_m_cuda.hpp"
-#include "cuda/rotate_qk_request.hpp"
+#include "cuda/rotate_qk_call.hpp"
 #include "grape/detail/error.hpp"
 
 namespace grape::cuda {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/attention_args.hpp"
-#include "cuda/flash_call.hpp"
+#include "cuda/flash_args.hpp"
 #include "cuda/flash_scores.hpp"
 #include "grape/encodings/alibi.hpp"
 #include "grape/encodings/fox.hpp"
@@ -46,7 +46,7 @@ concept DeviceScoreBias = requires(const B& b) {
 
 /// A score view has nothing the host can check.
 template <class V>
-void check_flash_bias(const flash_operands&, const view_scores<V>&) {}
+void check_flash_bias(const flash_args&, const view_scores<V>&) {}
 
 /// Places arrays in host memory (the emulation): keeps each one alive, returns its data.
 class host_placement {

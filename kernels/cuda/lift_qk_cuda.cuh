@@ -22,7 +22,7 @@
 #include "cuda/encode_qk_cuda.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/lift_qk_thread.hpp"
-#include "cuda/rotate_qk_request.hpp"
+#include "cuda/rotate_qk_call.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/inject/lift_qk.hpp"
 

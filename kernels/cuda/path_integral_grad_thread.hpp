@@ -16,16 +16,20 @@
 
 namespace grape::cuda {
 
-struct path_integral_grad_call {
+/// GRAPE-AP's bias arrays in device memory (device_path_integral_bias holds them).
+struct path_integral_arrays {
   int heads = 0;
   std::int64_t length = 0;  // T
   int dim = 0;              // P
-  double norm_eps = 0;
+  double norm_eps = 0;      // the RMS normalisation's, as the bias was made with
   const double* slopes = nullptr;      // [heads]
   const double* rows = nullptr;        // [heads, T, P] p
   const double* keys = nullptr;        // [heads, T, P] p̂
   const double* offset_cos = nullptr;  // [T] cos(−d)
   const double* offset_sin = nullptr;  // [T] sin(−d)
+};
+
+struct path_integral_grad_call : path_integral_arrays {
   const double* grad_tile = nullptr;   // [heads, T, T] G
   double* grad_p = nullptr;            // [heads, T, P]: dL/dp_m after rows, dL/dp after tokens
   double* d_keys = nullptr;            // [heads, T, P]: dL/dp̂, zeroed before rows

@@ -2,5 +2,5 @@
 #include "cuda/rotate_qk_launch.cuh"
 
 namespace grape::cuda::detail {
-void launch_bf16(const launch_request& r) { launch_typed<__nv_bfloat16>(r); }
+void launch_bf16(const rotate_call& r) { launch_typed<__nv_bfloat16>(r); }
 }  // namespace grape::cuda::detail

@@ -2,5 +2,5 @@
 #include "cuda/rotate_qk_launch.cuh"
 
 namespace grape::cuda::detail {
-void launch_f16(const launch_request& r) { launch_typed<__half>(r); }
+void launch_f16(const rotate_call& r) { launch_typed<__half>(r); }
 }  // namespace grape::cuda::detail

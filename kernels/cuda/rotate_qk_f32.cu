@@ -2,5 +2,5 @@
 #include "cuda/rotate_qk_launch.cuh"
 
 namespace grape::cuda::detail {
-void launch_f32(const launch_request& r) { launch_typed<float>(r); }
+void launch_f32(const rotate_call& r) { launch_typed<float>(r); }
 }  // namespace grape::cuda::detail

@@ -8,7 +8,7 @@
 #include "cuda/errors.hpp"
 #include "cuda/rotate_freq_grad_launch.hpp"
 #include "cuda/rotate_qk_cuda.hpp"
-#include "cuda/rotate_qk_request.hpp"
+#include "cuda/rotate_qk_call.hpp"
 #include "cuda/stream_scratch.hpp"
 #include "grape/detail/error.hpp"
 
@@ -34,7 +34,7 @@ kernel::rotate_plan device_plan(const rotary_spec& spec, const device_rotary& ta
 void launch(const rotary_spec& spec, const device_rotary& tables, const kernel::rotate_qk_args& args,
             std::int64_t total_tokens, int* device_error_flag, cudaStream_t stream, float sin_sign) {
   detail::check_device_call(args, device_error_flag);
-  detail::launch_request r;
+  detail::rotate_call r;
   r.plan = device_plan(spec, tables, args, total_tokens, sin_sign);
   const auto& p = r.plan;
   r.cache_rows = tables.cache_positions();

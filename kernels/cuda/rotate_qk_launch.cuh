@@ -5,13 +5,13 @@
 #include <cstdint>
 
 #include "cuda/launch.cuh"
-#include "cuda/rotate_qk_request.hpp"
+#include "cuda/rotate_qk_call.hpp"
 #include "cuda/rotate_qk_thread.hpp"
 
 namespace grape::cuda::detail {
 
 template <class T, int V, math::layout_kind L>
-void launch_with(const launch_request& r) {
+void launch_with(const rotate_call& r) {
   const auto& p = r.plan;
   unit_counts units{p.rotary_dim / (2 * V), (p.head_dim - p.rotary_dim) / V};
   rotate_token_thread<T, V, L> f{p, units, r.max_position, r.cache_rows, r.error_flag};
@@ -22,7 +22,7 @@ void launch_with(const launch_request& r) {
 }
 
 template <class T>
-void launch_typed(const launch_request& r) {
+void launch_typed(const rotate_call& r) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   const bool half_split = r.plan.layout == math::layout_kind::half_split;
   if (r.vectorized) half_split ? launch_with<T, V, math::layout_kind::half_split>(r) : launch_with<T, V, math::layout_kind::interleaved>(r);

@@ -222,19 +222,19 @@ struct key_arrays {
 
 /// The arrays of a call and the options as cpu::attention_args (the output and lse checked), K and
 /// V on tokens of their own when `keys` has any of its arrays (args.keys points into this object).
-struct attention_call {
+struct attention_arrays {
   cpu::attention_args args;
   cpu::key_tokens keys;
 
-  attention_call(const array& q, const array& k, const array& v, const array& out, const array& lse,
+  attention_arrays(const array& q, const array& k, const array& v, const array& out, const array& lse,
                  const optional_array& positions, const optional_array& offsets, const optional_array& cu_seqlens,
                  const key_arrays& key, std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
                  float scale, int threads, int num_axes);
-  attention_call(const attention_call&) = delete;
-  attention_call& operator=(const attention_call&) = delete;
+  attention_arrays(const attention_arrays&) = delete;
+  attention_arrays& operator=(const attention_arrays&) = delete;
 };
 
-attention_call::attention_call(const array& q, const array& k, const array& v, const array& out, const array& lse,
+attention_arrays::attention_arrays(const array& q, const array& k, const array& v, const array& out, const array& lse,
                                const optional_array& positions, const optional_array& offsets,
                                const optional_array& cu_seqlens, const key_arrays& key,
                                std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
@@ -367,7 +367,7 @@ void bind_attention(nb::module_& m) {
            array lse, optional_array positions, optional_array offsets, optional_array cu_seqlens,
            optional_array key_positions, optional_array key_offsets, optional_array key_cu_seqlens,
            std::optional<std::int64_t> max_position, bool causal, std::int64_t window, float scale, int threads) {
-          const attention_call call(q, k, v, out, lse, positions, offsets, cu_seqlens,
+          const attention_arrays call(q, k, v, out, lse, positions, offsets, cu_seqlens,
                                     {key_positions, key_offsets, key_cu_seqlens}, max_position, causal, window, scale,
                                     threads, position_axes(encoding));
           const cpu::attention_args& a = call.args;
@@ -432,7 +432,7 @@ void bind_attention(nb::module_& m) {
            optional_array cu_seqlens, optional_array key_positions, optional_array key_offsets,
            optional_array key_cu_seqlens, std::optional<std::int64_t> max_position, bool causal, std::int64_t window,
            float scale, int threads, bool bias_grad, bool inv_freq_grad) {
-          const attention_call call(q, k, v, out, lse, positions, offsets, cu_seqlens,
+          const attention_arrays call(q, k, v, out, lse, positions, offsets, cu_seqlens,
                                     {key_positions, key_offsets, key_cu_seqlens}, max_position, causal, window, scale,
                                     threads, position_axes(encoding));
           const cpu::attention_args& a = call.args;

@@ -19,7 +19,7 @@
 namespace grape::python {
 
 /// The version of encoding_kernels' layout; a loaded library built against another is refused.
-inline constexpr int encoding_kernels_abi = 2;
+inline constexpr int encoding_kernels_abi = 3;
 
 struct encoding_kernels {
   std::string name, summary, injection, described;

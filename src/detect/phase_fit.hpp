@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "grape/detect/detect.hpp"
+#include "detect/detect.hpp"
 
 namespace grape::detect::internal {
 

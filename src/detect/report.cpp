@@ -3,27 +3,24 @@
 
 #include <nlohmann/json.hpp>
 
-#include "grape/detect/detect.hpp"
+#include "detect/detect.hpp"
+#include "grape/detail/enum_names.hpp"
 
 namespace grape::detect {
 
-std::string to_string(layout_found l) {
-  switch (l) {
-    case layout_found::half_split: return "half-split";
-    case layout_found::interleaved: return "interleaved";
-    case layout_found::permutation: return "permutation";
-  }
-  return "?";
-}
+namespace {
+using grape::detail::enum_names;
+constexpr enum_names<layout_found, 3> layout_names{{{layout_found::half_split, "half-split"},
+                                                    {layout_found::interleaved, "interleaved"},
+                                                    {layout_found::permutation, "permutation"}}};
+constexpr enum_names<precision_found, 3> precision_names{
+    {{precision_found::exact, "exact"}, {precision_found::float32_angles, "float32_angles"},
+     {precision_found::worse, "worse"}}};
+}  // namespace
 
-std::string to_string(precision_found p) {
-  switch (p) {
-    case precision_found::exact: return "exact";
-    case precision_found::float32_angles: return "float32_angles";
-    case precision_found::worse: return "worse";
-  }
-  return "?";
-}
+std::string to_string(layout_found l) { return std::string(grape::detail::name_of(layout_names, l)); }
+
+std::string to_string(precision_found p) { return std::string(grape::detail::name_of(precision_names, p)); }
 
 std::string describe_planes(const std::vector<std::pair<int, int>>& planes) {
   std::string s = "[";

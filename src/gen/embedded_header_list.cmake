@@ -5,3 +5,5 @@
 set(GRAPE_GEN_MATH_HEADERS grape/config.hpp grape/math/phase.hpp grape/math/sincos.hpp grape/math/rotate.hpp)
 set(GRAPE_GEN_VIEW_HEADERS grape/math/dot.hpp grape/math/rank2.hpp grape/view/planes.hpp
     grape/view/scaled_planes.hpp grape/view/rank2.hpp grape/view/skew.hpp)
+# A CUDA source also carries the CUDA kernels' storage conversions (from kernels/, after the math).
+set(GRAPE_GEN_CUDA_HEADERS cuda/storage.hpp)

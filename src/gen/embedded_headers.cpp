@@ -53,19 +53,26 @@ std::string embeddable_text(const std::vector<embedded_header>& headers,
   return out;
 }
 
-}  // namespace
-
-std::string embeddable_math_text(std::vector<std::string>& std_includes) {
-  return embeddable_text(embedded_math_headers(), std_includes);
+// The math headers, then `after`, then (for CUDA) the CUDA headers.
+std::string embeddable_view_text_of(const std::vector<embedded_header>& after, std::vector<std::string>& std_includes,
+                                    bool cuda) {
+  std::vector<embedded_header> all = embedded_math_headers();
+  all.insert(all.end(), after.begin(), after.end());
+  if (cuda) all.insert(all.end(), embedded_cuda_headers().begin(), embedded_cuda_headers().end());
+  return embeddable_text(all, std_includes);
 }
 
-std::string embeddable_view_text(std::vector<std::string>& std_includes,
+}  // namespace
+
+std::string embeddable_math_text(std::vector<std::string>& std_includes, bool cuda) {
+  return embeddable_view_text_of({}, std_includes, cuda);
+}
+
+std::string embeddable_view_text(std::vector<std::string>& std_includes, bool cuda,
                                  const std::vector<embedded_header>& user_headers) {
-  std::vector<embedded_header> all = embedded_math_headers();
-  const auto& views = embedded_view_headers();
-  all.insert(all.end(), views.begin(), views.end());
-  all.insert(all.end(), user_headers.begin(), user_headers.end());
-  return embeddable_text(all, std_includes);
+  std::vector<embedded_header> views = embedded_view_headers();
+  views.insert(views.end(), user_headers.begin(), user_headers.end());
+  return embeddable_view_text_of(views, std_includes, cuda);
 }
 
 }  // namespace grape::gen

@@ -19,14 +19,18 @@ struct embedded_header {
 const std::vector<embedded_header>& embedded_math_headers();
 /// In dependency order, after the math headers (which they include).
 const std::vector<embedded_header>& embedded_view_headers();
+/// The CUDA kernels' storage conversions (cuda/storage.hpp: grape::cuda::storage<T>), after the
+/// math headers: what a CUDA source adds.
+const std::vector<embedded_header>& embedded_cuda_headers();
 
 /// The headers made fit to paste into one file: `#pragma once` and every `#include` line
 /// removed; the standard headers they included are added to `std_includes` (each once, e.g.
 /// "<cstdint>"). An include of a project header that is not embedded is an input_error.
-std::string embeddable_math_text(std::vector<std::string>& std_includes);
+/// `cuda`: the CUDA headers follow.
+std::string embeddable_math_text(std::vector<std::string>& std_includes, bool cuda);
 /// The same for the math headers followed by the view headers, then `user_headers` (a user's
 /// view: docs/generated-kernels.md).
-std::string embeddable_view_text(std::vector<std::string>& std_includes,
+std::string embeddable_view_text(std::vector<std::string>& std_includes, bool cuda,
                                  const std::vector<embedded_header>& user_headers = {});
 
 }  // namespace grape::gen

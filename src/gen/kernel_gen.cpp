@@ -104,13 +104,7 @@ void rotate_tokens(void* q, void* k, const std::int64_t* positions, std::int64_t
                    std::int64_t q_heads, std::int64_t k_heads, std::int64_t q_token_stride,
                    std::int64_t q_head_stride, std::int64_t k_token_stride,
                    std::int64_t k_head_stride) {
-  using T = typename IO::type;
-  T* const qt = static_cast<T*>(q);
-  T* const kt = static_cast<T*>(k);
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static)
-#endif
-  for (std::int64_t t = 0; t < tokens; ++t) {
+@CPP_TOKEN_LOOP@
     float cs[kHalf], sn[kHalf];
     token_table(positions[t], cs, sn);
     if (q_heads > 0) rotate_heads<IO>(qt + t * q_token_stride, q_heads, q_head_stride, cs, sn);
@@ -163,12 +157,12 @@ __device__ const std::uint64_t kTurnFractions[kHalf] = {
 
 __device__ int bad_position_flag = 0;
 
-@CUDA_IO@
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads)
 rope_kernel(T* q, T* k, const std::int64_t* positions, int q_heads, int k_heads,
             std::int64_t q_token_stride, std::int64_t q_head_stride, std::int64_t k_token_stride,
             std::int64_t k_head_stride) {
+  using io = grape::cuda::storage<T>;  // the CUDA kernels' own conversions (embedded above)
   __shared__ float cs[kHalf];
   __shared__ float sn[kHalf];
   const std::int64_t t = blockIdx.x;
@@ -193,9 +187,9 @@ rope_kernel(T* q, T* k, const std::int64_t* positions, int q_heads, int k_heads,
     const int c0 = grape::math::first_channel(kLayout, i, kRotaryDim);
     const int c1 = grape::math::second_channel(kLayout, i, kRotaryDim);
     const grape::math::pair2<float> r =
-        grape::math::rotate_pair(io<T>::load(x[c0]), io<T>::load(x[c1]), sn[i], cs[i]);
-    x[c0] = io<T>::store(r.first);
-    x[c1] = io<T>::store(r.second);
+        grape::math::rotate_pair(io::load(x[c0]), io::load(x[c1]), sn[i], cs[i]);
+    x[c0] = io::store(r.first);
+    x[c1] = io::store(r.second);
   }
 }
 
@@ -286,7 +280,7 @@ std::string generate_source(const kernel_description& k, target t) {
   const bool half_split = s.layout == layout_kind::half_split;
 
   std::vector<std::string> std_includes;
-  const std::string math = embeddable_math_text(std_includes);
+  const std::string math = embeddable_math_text(std_includes, t == target::cuda);
 
   std::string fractions;
   for (int i = 0; i < half; ++i) {

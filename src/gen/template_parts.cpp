@@ -86,24 +86,13 @@ struct f16_io {
 #endif
 )";
 
-const char* const cuda_storage_io = R"(template <class T>
-struct io;
-template <>
-struct io<float> {
-  __device__ static float load(float x) { return x; }
-  __device__ static float store(float x) { return x; }
-};
-template <>
-struct io<__nv_bfloat16> {
-  __device__ static float load(__nv_bfloat16 x) { return __bfloat162float(x); }
-  __device__ static __nv_bfloat16 store(float x) { return __float2bfloat16_rn(x); }
-};
-template <>
-struct io<__half> {
-  __device__ static float load(__half x) { return __half2float(x); }
-  __device__ static __half store(float x) { return __float2half_rn(x); }
-};
-)";
+const char* const cpp_token_loop = R"(  using T = typename IO::type;
+  T* const qt = static_cast<T*>(q);
+  T* const kt = static_cast<T*>(k);
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static)
+#endif
+  for (std::int64_t t = 0; t < tokens; ++t) {)";
 
 const char* const cuda_bad_positions_doc = R"(//   int @ENTRY@_bad_positions(cudaStream_t stream);
 //
@@ -187,7 +176,7 @@ std::map<std::string, std::string> shared_snippets() {
   return {{"ARGS_DOC", arguments_doc},
           {"SHAPE_CHECKS", shape_checks},
           {"CPP_IO", cpp_storage_io},
-          {"CUDA_IO", cuda_storage_io},
+          {"CPP_TOKEN_LOOP", cpp_token_loop},
           {"CUDA_BAD_POSITIONS_DOC", cuda_bad_positions_doc},
           {"CUDA_BAD_POSITIONS", cuda_bad_positions},
           {"CPP_ENTRY", cpp_entry},

@@ -15,10 +15,12 @@ extern const char* const arguments_doc;
 extern const char* const tokens_positions_doc;
 /// check_shapes(...) and rows_disjoint(...) (kHeadDim comes from the template).
 extern const char* const shape_checks;
-/// f32_io, bf16_io and (with _Float16) f16_io for C++; GRAPE_@UNAME@_HAVE_F16 says which.
+/// f32_io, bf16_io and (with _Float16) f16_io for C++; GRAPE_@UNAME@_HAVE_F16 says which. (A CUDA
+/// source carries the kernels' own grape::cuda::storage<T>: embedded_headers.hpp.)
 extern const char* const cpp_storage_io;
-/// io<float>, io<__nv_bfloat16>, io<__half> for CUDA.
-extern const char* const cuda_storage_io;
+/// The head of a C++ file's per-token loop over Q (qt) and K (kt) of storage IO (OpenMP when the
+/// compiler has it): the template writes the loop's body and closes it.
+extern const char* const cpp_token_loop;
 /// The doc and definition of @ENTRY@_bad_positions (reads grape_@NAME@_detail::bad_position_flag).
 extern const char* const cuda_bad_positions_doc;
 extern const char* const cuda_bad_positions;
@@ -37,7 +39,7 @@ extern const char* const cuda_bad_positions;
 extern const char* const cpp_entry;
 extern const char* const cuda_entry;
 
-/// The snippets above by their tags (ARGS_DOC, SHAPE_CHECKS, CPP_IO, CUDA_IO,
+/// The snippets above by their tags (ARGS_DOC, SHAPE_CHECKS, CPP_IO, CPP_TOKEN_LOOP,
 /// CUDA_BAD_POSITIONS_DOC, CUDA_BAD_POSITIONS, CPP_ENTRY, CUDA_ENTRY): a template's first
 /// substitution, before its own values.
 std::map<std::string, std::string> shared_snippets();

@@ -136,13 +136,7 @@ template <class IO>
 void encode_tokens(const View& view, void* q, void* k, const std::int64_t* positions, std::int64_t tokens,
                    std::int64_t q_heads, std::int64_t k_heads, std::int64_t q_token_stride,
                    std::int64_t q_head_stride, std::int64_t k_token_stride, std::int64_t k_head_stride) {
-  using T = typename IO::type;
-  T* const qt = static_cast<T*>(q);
-  T* const kt = static_cast<T*>(k);
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static)
-#endif
-  for (std::int64_t t = 0; t < tokens; ++t) {
+@CPP_TOKEN_LOOP@
     std::int64_t c[kRank];
     for (int a = 0; a < kRank; ++a) c[a] = positions[a * tokens + t];
     if (q_heads > 0) encode_heads<IO>(view, c, false, kQLayout, qt + t * q_token_stride, q_heads, q_head_stride);
@@ -206,12 +200,12 @@ inline bool array_addresses(const void** arrays) {
 
 __device__ int bad_position_flag = 0;
 
-@CUDA_IO@
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads)
 encode_kernel(const __grid_constant__ View view, T* q, T* k, const std::int64_t* positions, std::int64_t tokens, int q_heads,
               int k_heads, std::int64_t q_token_stride, std::int64_t q_head_stride,
               std::int64_t k_token_stride, std::int64_t k_head_stride) {
+  using io = grape::cuda::storage<T>;  // the CUDA kernels' own conversions (embedded above)
   extern __shared__ float smem[];
   const std::int64_t t = blockIdx.x;
   std::int64_t c[kRank];
@@ -241,10 +235,10 @@ encode_kernel(const __grid_constant__ View view, T* q, T* k, const std::int64_t*
     T* const x = is_q ? q + t * q_token_stride + h * q_head_stride
                       : k + t * k_token_stride + (h - q_heads) * k_head_stride;
     const grape::math::layout_kind layout = is_q ? kQLayout : kKLayout;
-    for (int j = 0; j < kDim; ++j) in[j] = io<T>::load(x[grape::math::window_channel(layout, j, kDim)]);
+    for (int j = 0; j < kDim; ++j) in[j] = io::load(x[grape::math::window_channel(layout, j, kDim)]);
     view.apply(is_q ? q_state : k_state, !is_q, in, out, scratch);
     for (int j = 0; j < kDim; ++j)
-      x[grape::math::window_channel(layout, j, kDim)] = io<T>::store(kFactor * out[j]);
+      x[grape::math::window_channel(layout, j, kDim)] = io::store(kFactor * out[j]);
   }
 }
 
@@ -392,7 +386,7 @@ std::string generate_view_source(const view_kernel_description& k, target t) {
   std::vector<std::string> std_includes;
   std::vector<embedded_header> user;
   for (const auto& [path, text] : k.user_headers) user.push_back({path.c_str(), text.c_str(), "the user's source"});
-  const std::string math = embeddable_view_text(std_includes, user);
+  const std::string math = embeddable_view_text(std_includes, cuda, user);
 
   std::string arrays, addresses;
   std::vector<std::string> list;

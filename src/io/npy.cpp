@@ -8,9 +8,9 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "grape/detail/error.hpp"
+#include "grape/detail/read_file.hpp"
 
 namespace grape::io {
 
@@ -214,12 +214,7 @@ npy_array parse_npy(std::string_view bytes, const std::string& file) {
 }
 
 npy_array read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw input_error(fmt::format("{}: cannot open the file", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw input_error(fmt::format("{}: cannot read the file", path));
-  return parse_npy(ss.str(), path);
+  return parse_npy(grape::detail::read_file(path), path);
 }
 
 std::string serialize_npy(const npy_array& a) {

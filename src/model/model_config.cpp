@@ -7,11 +7,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <fstream>
 #include <initializer_list>
-#include <sstream>
 
+#include "grape/detail/enum_names.hpp"
 #include "grape/detail/error_within.hpp"
+#include "grape/detail/read_file.hpp"
 #include "grape/math/bias.hpp"
 #include "model/json_fields.hpp"
 
@@ -370,21 +370,13 @@ model_description parse_model_config(std::string_view text, const std::string& f
 }
 
 model_description load_model_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw input_error(fmt::format("{}: cannot open the file", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw input_error(fmt::format("{}: cannot read the file", path));
-  return parse_model_config(ss.str(), path);
+  return parse_model_config(grape::detail::read_file(path), path);
 }
 
 std::string_view to_string(encoding_kind k) {
-  switch (k) {
-    case encoding_kind::rotary: return "rotary";
-    case encoding_kind::alibi: return "alibi";
-    case encoding_kind::t5: return "t5_relative_bias";
-  }
-  return "?";
+  constexpr grape::detail::enum_names<encoding_kind, 3> names{
+      {{encoding_kind::rotary, "rotary"}, {encoding_kind::alibi, "alibi"}, {encoding_kind::t5, "t5_relative_bias"}}};
+  return grape::detail::name_of(names, k);
 }
 
 schedule_table evaluate_schedule(const model_description& desc, std::int64_t seq_len,

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "grape/schedule/rope_schedule.hpp"
+#include "model/rope_schedule.hpp"
 
 namespace grape::model {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "grape/schedule/rope_schedule.hpp"
+#include "model/rope_schedule.hpp"
 #include "model/model_config.hpp"
 
 namespace grape::model {

@@ -3,7 +3,7 @@
 // with the float32 operations that transformers' rope functions perform on torch CPU tensors, in
 // their order and with torch's rounding (model/torch_float32.hpp): scalar parameters are Python
 // doubles rounded to float32 where they meet a tensor, `s / tensor` is a reciprocal and a product.
-#include "grape/schedule/rope_schedule.hpp"
+#include "model/rope_schedule.hpp"
 
 #include <fmt/format.h>
 
@@ -12,6 +12,7 @@
 #include <limits>
 #include <numbers>
 
+#include "grape/detail/enum_names.hpp"
 #include "grape/detail/error.hpp"
 #include "model/torch_float32.hpp"
 
@@ -76,6 +77,15 @@ void check_float32_range(const rope_schedule& s) {
   for (double f : s.long_factor) check("long_factor", f);
 }
 
+// The table sized to the schedule's planes, and the reference's float32 pos_freqs (empty when
+// the formulas are evaluated in float64).
+std::vector<float> sized_table(const rope_schedule& s, frequency_precision p, schedule_table& t) {
+  t.inv_freq.resize(s.rotary_dim / 2);
+  t.bands.resize(s.rotary_dim / 2);
+  if (p == frequency_precision::float64) return {};
+  return float32_pos_freqs(static_cast<float>(s.base), s.rotary_dim);
+}
+
 void fill_yarn(const rope_schedule& s, frequency_precision p, schedule_table& t) {
   const int d = s.rotary_dim;
   const double l_orig = static_cast<double>(s.original_max_position_embeddings);
@@ -94,10 +104,7 @@ void fill_yarn(const rope_schedule& s, frequency_precision p, schedule_table& t)
   t.yarn_low = low;
   t.yarn_high = high;
   const int n = d / 2;
-  t.inv_freq.resize(n);
-  t.bands.resize(n);
-  const auto pos_freqs = p == frequency_precision::float64 ? std::vector<float>{}
-                                                           : float32_pos_freqs(static_cast<float>(s.base), d);
+  const auto pos_freqs = sized_table(s, p, t);
   for (int i = 0; i < n; ++i) {
     double ramp;
     if (p == frequency_precision::float64) {
@@ -181,10 +188,7 @@ void fill_longrope(const rope_schedule& s, std::int64_t seq_len, frequency_preci
   const auto& ext = t.long_factors ? s.long_factor : s.short_factor;
   const int d = s.rotary_dim;
   const int n = d / 2;
-  t.inv_freq.resize(n);
-  t.bands.resize(n);
-  const auto pos_freqs = p == frequency_precision::float64 ? std::vector<float>{}
-                                                           : float32_pos_freqs(static_cast<float>(s.base), d);
+  const auto pos_freqs = sized_table(s, p, t);
   for (int i = 0; i < n; ++i) {
     if (p == frequency_precision::float64) {
       t.inv_freq[i] = 1.0 / (ext[i] * std::pow(s.base, (2.0 * i) / d));
@@ -367,41 +371,26 @@ rotary_spec make_rotary_spec(const schedule_table& table, int head_dim, int rota
   return spec;
 }
 
-std::string_view to_string(rope_type t) {
-  switch (t) {
-    case rope_type::default_rope: return "default";
-    case rope_type::linear: return "linear";
-    case rope_type::ntk: return "ntk";
-    case rope_type::dynamic: return "dynamic";
-    case rope_type::yarn: return "yarn";
-    case rope_type::llama3: return "llama3";
-    case rope_type::longrope: return "longrope";
-  }
-  return "?";
-}
+namespace {
+// "su": LongRoPE's earlier name in configs.
+constexpr detail::enum_names<rope_type, 8> rope_type_names{
+    {{rope_type::default_rope, "default"}, {rope_type::linear, "linear"}, {rope_type::ntk, "ntk"},
+     {rope_type::dynamic, "dynamic"}, {rope_type::yarn, "yarn"}, {rope_type::llama3, "llama3"},
+     {rope_type::longrope, "longrope"}, {rope_type::longrope, "su"}}};
+constexpr detail::enum_names<band_kind, 3> band_kind_names{
+    {{band_kind::kept, "kept"}, {band_kind::interpolated, "interpolated"}, {band_kind::blended, "blended"}}};
+}  // namespace
 
-std::string_view to_string(band_kind b) {
-  switch (b) {
-    case band_kind::kept: return "kept";
-    case band_kind::interpolated: return "interpolated";
-    case band_kind::blended: return "blended";
-  }
-  return "?";
-}
+std::string_view to_string(rope_type t) { return detail::name_of(rope_type_names, t); }
+
+std::string_view to_string(band_kind b) { return detail::name_of(band_kind_names, b); }
 
 std::string_view to_string(frequency_precision p) {
   return p == frequency_precision::float64 ? "float64" : "float32_reference";
 }
 
 std::optional<rope_type> rope_type_from_string(std::string_view name) {
-  if (name == "default") return rope_type::default_rope;
-  if (name == "linear") return rope_type::linear;
-  if (name == "ntk") return rope_type::ntk;
-  if (name == "dynamic") return rope_type::dynamic;
-  if (name == "yarn") return rope_type::yarn;
-  if (name == "llama3") return rope_type::llama3;
-  if (name == "longrope" || name == "su") return rope_type::longrope;
-  return std::nullopt;
+  return detail::value_named(rope_type_names, name);
 }
 
 }  // namespace grape

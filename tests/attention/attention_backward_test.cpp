@@ -23,7 +23,7 @@ using namespace backward_check;
 TEST(AttentionBackward, QKVGradientsMatchCentralDifferences) {
   property("none", 61, 10, [](std::uint64_t s) {
     std::mt19937_64 rng(s);
-    attention_call<plain, float> c(rng, plain{{std::array{16, 64, 24}[s % 3]}}, 0, 90, 0, 300);
+    attention_case<plain, float> c(rng, plain{{std::array{16, 64, 24}[s % 3]}}, 0, 90, 0, 300);
     qkv_gradients(rng, cpu::no_encoding{c.d}, c);
   });
   property("rope", 62, 10, [](std::uint64_t s) { encoding_qkv_gradients<rope>(s, 1000); });
@@ -39,7 +39,7 @@ TEST(AttentionBackward, QKVGradientsMatchCentralDifferences) {
   // Narrow windows across the 64-token tiles: a tile pair with one visible corner must not be skipped.
   property("window at the tile edges", 69, 12, [](std::uint64_t s) {
     std::mt19937_64 rng(s);
-    attention_call<plain, float> c(rng, plain{{16}}, 0, 160, 0, 300);
+    attention_case<plain, float> c(rng, plain{{16}}, 0, 160, 0, 300);
     c.args.window = std::array{1, 2, 3, 65}[s % 4];
     qkv_gradients(rng, cpu::no_encoding{c.d}, c);
   });
@@ -56,14 +56,14 @@ TEST(AttentionBackward, Bf16GradientsMatchCentralDifferencesOnEveryMatmulPath) {
     const forced_matmul_path forced(path);
     property("none", 81, 4, [](std::uint64_t s) {
       std::mt19937_64 rng(s);
-      attention_call<plain, bf> c(rng, plain{{std::array{16, 64, 24, 7}[s % 4]}}, 0, 200, 0, 600);
+      attention_case<plain, bf> c(rng, plain{{std::array{16, 64, 24, 7}[s % 4]}}, 0, 200, 0, 600);
       qkv_gradients(rng, cpu::no_encoding{c.d}, c);
     });
     const auto encoded = [](auto tag, std::uint64_t s, std::int64_t base) {
       using E = decltype(tag);
       std::mt19937_64 rng(s);
       const auto inst = E::make(E::random_params(rng));
-      attention_call<typename E::instance, bf> c(rng, inst, encoding_heads(inst), 200, base, 600);
+      attention_case<typename E::instance, bf> c(rng, inst, encoding_heads(inst), 200, base, 600);
       qkv_gradients(rng, c.inst, c);
     };
     property("rope", 82, 4, [&](std::uint64_t s) { encoded(rope{}, s, 1000); });
@@ -80,7 +80,7 @@ TEST(AttentionBackward, TheMatmulSwitchReachesTheBackward) {
   const auto gradients = [](cpu::matmul_path path) {
     const forced_matmul_path forced(path);
     std::mt19937_64 rng(11);
-    attention_call<rope::instance, Eigen::bfloat16> c(rng, rope::make(rope::random_params(rng)), 8, 200, 0, 600);
+    attention_case<rope::instance, Eigen::bfloat16> c(rng, rope::make(rope::random_params(rng)), 8, 200, 0, 600);
     const std::vector<Eigen::bfloat16> G = random_like<Eigen::bfloat16>(rng, c.out.size());
     return run_backward(c.inst, c, G);
   };
@@ -101,7 +101,7 @@ TEST(AttentionBackward, TheMatmulSwitchReachesTheBackward) {
 TEST(AttentionBackward, GradientsDoNotDependOnTheThreadCount) {
   for (std::uint64_t seed = 0; seed < 6; ++seed) {
     std::mt19937_64 rng(seed);
-    attention_call<alibi::instance, float> c(rng, alibi::make(alibi::params{8, 32, 8.0, {}}), 8, 700, 0, 700);
+    attention_case<alibi::instance, float> c(rng, alibi::make(alibi::params{8, 32, 8.0, {}}), 8, 700, 0, 700);
     c.args.causal = seed % 2 == 0;
     const std::vector<float> G = random_like<float>(rng, c.out.size());
     std::vector<backward_result> runs;
@@ -120,7 +120,7 @@ TEST(AttentionBackward, GradientsDoNotDependOnTheThreadCount) {
 TEST(AttentionBackward, BadArgumentsThrowBeforeAnyWrite) {
   std::mt19937_64 rng(7);
   const auto inst = rope::make(rope::default_params());
-  attention_call<rope::instance, float> c(rng, inst, 0, 20, 0, 60);
+  attention_case<rope::instance, float> c(rng, inst, 0, 20, 0, 60);
   cpu::attention(inst, c.args);
   std::vector<float> G(c.out.size(), 1.0f), dq(c.q.size(), 7.0f), dk(c.k.size(), 7.0f), dv(c.v.size(), 7.0f);
   double slope_grad[1];
@@ -161,12 +161,12 @@ TEST(AttentionBackward, BadArgumentsThrowBeforeAnyWrite) {
 TEST(AttentionBackward, ABiasErrorInsideTheThreadedLoopReachesTheCaller) {
   std::mt19937_64 rng(8);
   const auto inst = fox::make({16, 8, std::vector<double>(16 * 64, 1.0)});
-  attention_call<fox::instance, float> c(rng, inst, 16, 40, 0, 60);
+  attention_case<fox::instance, float> c(rng, inst, 16, 40, 0, 60);
   cpu::attention(inst, c.args);
   std::vector<float> G(c.out.size(), 1.0f), dq(c.q.size(), 7.0f), dk(c.k.size(), 7.0f), dv(c.v.size(), 7.0f);
   c.offsets.assign(c.first.size(), inst.bias.length);  // past the last gate
   c.ids.clear();
-  attention_call<fox::instance, float> past(c);
+  attention_case<fox::instance, float> past(c);
   past.args.qk.threads = 2;
   std::vector<float> out = past.out;
   EXPECT_THROW(cpu::attention(inst, past.args), input_error);

@@ -14,7 +14,7 @@
 #include "../kernel_laws/random_call.hpp"
 #include "cpu/attention_decode.hpp"
 #include "decode_case.hpp"
-#include "grape/check/attention_call.hpp"
+#include "grape/check/attention_case.hpp"
 #include "grape/builtins.hpp"
 #include "plain_attention.hpp"
 

@@ -25,7 +25,7 @@ template <class E, class Perturbed>
 void bias_gradient(std::uint64_t seed, const Perturbed& perturbed) {
   std::mt19937_64 rng(seed);
   const auto inst = E::make(E::random_params(rng));
-  attention_call<typename E::instance, float> c(rng, inst, encoding_heads(inst), 90, 0, 300);
+  attention_case<typename E::instance, float> c(rng, inst, encoding_heads(inst), 90, 0, 300);
   const std::size_t n = inst.bias.parameter_count();
   const std::vector<float> G = random_like<float>(rng, c.out.size());
   const backward_result r = run_backward(c.inst, c, G, n);
@@ -99,7 +99,7 @@ TEST(AttentionBackward, FrequencyGradientMatchesCentralDifferences) {
   property("rotary table", 74, 10, [](std::uint64_t s) {
     std::mt19937_64 rng(s);
     const table::params p = table::random_params(rng);
-    attention_call<table::instance, float> c(rng, table::make(p), 0, 90, 200, 300);
+    attention_case<table::instance, float> c(rng, table::make(p), 0, 90, 200, 300);
     const std::size_t planes = p.inv_freq.size();
     const std::vector<float> G = random_like<float>(rng, c.out.size());
     const backward_result r = run_backward(c.inst, c, G, 0, planes);
@@ -126,7 +126,7 @@ TEST(AttentionBackward, FrequencyGradientDoesNotDependOnWhereTheSequencesStart) 
   property("rotary table", 75, 6, [](std::uint64_t s) {
     std::mt19937_64 rng(s);
     const table::params p = table::random_params(rng);
-    attention_call<table::instance, float> c(rng, table::make(p), 0, 90, 0, 300);
+    attention_case<table::instance, float> c(rng, table::make(p), 0, 90, 0, 300);
     const std::size_t planes = p.inv_freq.size();
     const std::vector<float> G = random_like<float>(rng, c.out.size());
     const backward_result near = run_backward(c.inst, c, G, 0, planes);
@@ -147,7 +147,7 @@ TEST(AttentionBackward, PhaseRotationGradientsMatchCentralDifferences) {
   property("grape_m_contextual frequencies and phases", 78, 10, [](std::uint64_t s) {
     std::mt19937_64 rng(s);
     const E::params p = E::random_params(rng);
-    attention_call<E::instance, float> c(rng, E::make(p), encoding_heads(E::make(p)), 90, 0, 300);
+    attention_case<E::instance, float> c(rng, E::make(p), encoding_heads(E::make(p)), 90, 0, 300);
     const std::size_t freqs = c.inst.freqs.size(), phases = c.inst.phases.size();
     const std::vector<float> G = random_like<float>(rng, c.out.size());
     const backward_result r = run_backward(c.inst, c, G, 0, freqs, phases);
@@ -179,7 +179,7 @@ TEST(AttentionBackward, PhaseRotationGradientsMatchCentralDifferences) {
 TEST(AttentionBackward, PhaseGradientsAreRefusedWhereThereAreNoPhases) {
   std::mt19937_64 rng(5);
   const auto inst = rope::make(rope::random_params(rng));
-  attention_call<rope::instance, float> c(rng, inst, 0, 20, 0, 100);
+  attention_case<rope::instance, float> c(rng, inst, 0, 20, 0, 100);
   cpu::attention(c.inst, c.args);
   std::vector<float> G(c.out.size(), 1.0f), dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
   double phase = 0;

@@ -15,7 +15,7 @@
 #include "matmul_paths.hpp"
 #include "plain_attention.hpp"
 #include "cpu/attention.hpp"
-#include "grape/check/attention_call.hpp"
+#include "grape/check/attention_case.hpp"
 #include "grape/builtins.hpp"
 
 namespace grape {
@@ -32,7 +32,7 @@ template <class E, class T>
 void matches_reference(std::uint64_t seed, std::int64_t position_base, std::int64_t max_len = 150) {
   std::mt19937_64 rng(seed);
   const auto inst = E::make(E::random_params(rng));
-  attention_call<typename E::instance, T> c(rng, inst, encoding_heads(inst), max_len, position_base, 3 * max_len);
+  attention_case<typename E::instance, T> c(rng, inst, encoding_heads(inst), max_len, position_base, 3 * max_len);
   cpu::attention(c.inst, c.args);
   const attention_comparison r = c.compare();
   RC_LOG() << "tokens " << c.total << " heads " << c.heads << "/" << c.kv_heads << " causal " << c.args.causal
@@ -44,7 +44,7 @@ void matches_reference(std::uint64_t seed, std::int64_t position_base, std::int6
 TEST(Attention, NoEncodingMatchesTheDenseReference) {
   property("plain", 41, 20, [](std::uint64_t s) {
     std::mt19937_64 rng(s);
-    attention_call<plain, float> c(rng, plain{{std::array{16, 64, 24}[s % 3]}}, 0, 150, 0, 450);
+    attention_case<plain, float> c(rng, plain{{std::array{16, 64, 24}[s % 3]}}, 0, 150, 0, 450);
     cpu::attention(cpu::no_encoding{c.d}, c.args);
     RC_ASSERT(c.compare().worst <= output_tolerance<float>());
   });
@@ -80,7 +80,7 @@ TEST(Attention, LongSequencesCrossTheQueryBlocks) {
 /// bf16 storage on every matrix-instruction path this CPU has (cpu/matmul_path.hpp): on
 /// avx512_bf16 the encoded Q' and K' and the probabilities are rounded to bf16 before the
 /// products, and the output must stay within bf16 storage's fixed tolerance and the bound the
-/// reference derives for that rounding (attention_call::compare); sequences up to 700 tokens cross
+/// reference derives for that rounding (attention_case::compare); sequences up to 700 tokens cross
 /// the 256-query blocks and 128-key tiles.
 TEST(Attention, Bf16MatchesTheDenseReferenceOnEveryMatmulPath) {
   using bf = Eigen::bfloat16;
@@ -89,7 +89,7 @@ TEST(Attention, Bf16MatchesTheDenseReferenceOnEveryMatmulPath) {
     const forced_matmul_path forced(path);
     property("plain", 60, 8, [](std::uint64_t s) {
       std::mt19937_64 rng(s);
-      attention_call<plain, bf> c(rng, plain{{std::array{16, 64, 24, 7}[s % 4]}}, 0, 300, 0, 900);
+      attention_case<plain, bf> c(rng, plain{{std::array{16, 64, 24, 7}[s % 4]}}, 0, 300, 0, 900);
       cpu::attention(cpu::no_encoding{c.d}, c.args);
       const attention_comparison r = c.compare();
       RC_ASSERT(r.worst <= output_tolerance<bf>());
@@ -114,7 +114,7 @@ TEST(Attention, TheMatmulSwitchChangesOnlyBf16Calls) {
     const forced_matmul_path forced(path);
     std::mt19937_64 rng(9);
     const auto inst = rope::make(rope::random_params(rng));
-    attention_call<rope::instance, T> c(rng, inst, 0, 300, 0, 900);
+    attention_case<rope::instance, T> c(rng, inst, 0, 300, 0, 900);
     cpu::attention(c.inst, c.args);
     std::vector<double> out(c.out.size());
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(c.out[i]);
@@ -136,7 +136,7 @@ template <class E>
 void shift_invariant(std::uint64_t seed, std::int64_t max_shift, float tol) {
   std::mt19937_64 rng(seed);
   const auto inst = E::make(E::random_params(rng));
-  attention_call<typename E::instance, float> c(rng, inst, encoding_heads(inst), 100, 10, 300);
+  attention_case<typename E::instance, float> c(rng, inst, encoding_heads(inst), 100, 10, 300);
   const std::int64_t t = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(max_shift));
   auto shifted = c.shifted(t);
   cpu::attention(c.inst, c.args);
@@ -156,7 +156,7 @@ TEST(Attention, RelativeEncodingsAreShiftInvariant) {
 
 TEST(Attention, BadArgumentsThrowBeforeAnyWrite) {
   std::mt19937_64 rng(5);
-  attention_call<plain, float> c(rng, plain{{8}}, 4, 20, 0, 60);
+  attention_case<plain, float> c(rng, plain{{8}}, 4, 20, 0, 60);
   const auto expect_error = [&](cpu::attention_args a, const char* what) {
     std::fill(c.out.begin(), c.out.end(), 7.0f);
     try {

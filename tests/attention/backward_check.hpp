@@ -13,13 +13,13 @@
 
 #include "../kernel_laws/random_call.hpp"
 #include "cpu/attention_backward.hpp"
-#include "grape/check/attention_call.hpp"
+#include "grape/check/attention_case.hpp"
 
 namespace grape::backward_check {
 
 /// Σ G∘O in float64 for the call's shapes, mask and positions, with operands q, k, v and instance inst.
 template <class I, class T>
-double dense_loss(const attention_call<I, T>& c, const I& inst, const std::vector<double>& q,
+double dense_loss(const attention_case<I, T>& c, const I& inst, const std::vector<double>& q,
                   const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& G) {
   const int d = c.d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -92,7 +92,7 @@ struct backward_result {
 
 /// Forward, then backward with a random G; the call's operands and G in float64.
 template <class K, class I, class T>
-backward_result run_backward(const K& kernel_inst, attention_call<I, T>& c, const std::vector<T>& G,
+backward_result run_backward(const K& kernel_inst, attention_case<I, T>& c, const std::vector<T>& G,
                              std::size_t bias_params = 0, std::size_t planes = 0, std::size_t phases = 0) {
   cpu::attention(kernel_inst, c.args);
   std::vector<T> dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
@@ -124,7 +124,7 @@ inline std::vector<double> moved(const std::vector<double>& x, const std::vector
 /// Q, K and V gradients of the kernel on `kernel_inst` against central differences of the dense
 /// float64 loss of the call's instance.
 template <class K, class I, class T>
-void qkv_gradients(std::mt19937_64& rng, const K& kernel_inst, attention_call<I, T>& c) {
+void qkv_gradients(std::mt19937_64& rng, const K& kernel_inst, attention_case<I, T>& c) {
   const double rel = std::is_same_v<T, float> ? 1e-3 : std::is_same_v<T, Eigen::half> ? 1e-2 : 6e-2;
   const std::vector<T> G = random_like<T>(rng, c.out.size());
   const backward_result r = run_backward(kernel_inst, c, G);
@@ -143,7 +143,7 @@ template <class E, class T = float>
 void encoding_qkv_gradients(std::uint64_t seed, std::int64_t position_base) {
   std::mt19937_64 rng(seed);
   const auto inst = E::make(E::random_params(rng));
-  attention_call<typename E::instance, T> c(rng, inst, encoding_heads(inst), 90, position_base, 300);
+  attention_case<typename E::instance, T> c(rng, inst, encoding_heads(inst), 90, position_base, 300);
   qkv_gradients(rng, c.inst, c);
 }
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cpu/attention_decode.hpp"
-#include "grape/check/attention_call.hpp"
+#include "grape/check/attention_case.hpp"
 
 namespace grape::decode_test {
 

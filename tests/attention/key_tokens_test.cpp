@@ -15,7 +15,7 @@
 #include "../kernel_laws/random_call.hpp"
 #include "cpu/attention_backward.hpp"
 #include "grape/builtins.hpp"
-#include "grape/check/attention_call.hpp"
+#include "grape/check/attention_case.hpp"
 #include "plain_attention.hpp"
 
 namespace grape {

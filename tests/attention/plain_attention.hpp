@@ -1,6 +1,6 @@
 #pragma once
 // The score of attention with no encoding, qᵀk in float64, in the form the dense reference
-// (grape/check/attention_call.hpp) asks of an instance; the kernel runs cpu::no_encoding.
+// (grape/check/attention_case.hpp) asks of an instance; the kernel runs cpu::no_encoding.
 #include <array>
 #include <cstdint>
 

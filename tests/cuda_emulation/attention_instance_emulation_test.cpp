@@ -3,7 +3,7 @@
 // encode_qk_emulation_test), the bias positions (position_source, the device kernel's body), the
 // flash operands of the CPU call (attention_operands), the instance's score functor
 // (instance_scores, arrays in host memory) and the flash program over its grid — against the
-// float64 dense reference of the instance's own score (check/attention_call.hpp), for built-in
+// float64 dense reference of the instance's own score (check/attention_case.hpp), for built-in
 // rotations, biases and compositions and for the tutorial's encodings: a representation of its
 // own (quaternion blocks, hour-of-day planes) and a score bias of its own (log distance, through
 // its score view). Random calls: padded or packed, GQA, causal or not, windows, ids or offsets.
@@ -22,7 +22,7 @@
 #include "cuda/phase_gather_thread.hpp"
 #include "flash_case.hpp"
 #include "grape/builtins.hpp"
-#include "grape/check/attention_call.hpp"
+#include "grape/check/attention_case.hpp"
 #include "grape/check/device_emulation.hpp"
 #include "hour_of_day_rope.hpp"
 #include "instance_steps.hpp"
@@ -49,9 +49,9 @@ struct device_operands {
   std::vector<T> q_rot, k_rot;
   std::vector<std::int64_t> positions;
   int error = 0;
-  cuda::flash_operands ops;
+  cuda::flash_args ops;
 
-  device_operands(const attention_call<I, T>& c, bool bias_positions) : a(c.args) {
+  device_operands(const attention_case<I, T>& c, bool bias_positions) : a(c.args) {
     if (a.qk.cu_seqlens) a.qk.seq_len = *std::max_element(c.len.begin(), c.len.end());
     const void* q = a.qk.q.in;
     const void* k = a.qk.k.in;
@@ -73,11 +73,11 @@ struct device_operands {
 
 /// The host steps of cuda::attention on a CPU attention call; the output lands in c.out.
 template <class I, class T>
-void emulate_cuda_attention(attention_call<I, T>& c) {
+void emulate_cuda_attention(attention_case<I, T>& c) {
   cuda::host_placement place;
   const auto scores = cuda::instance_scores(c.inst, place);
   const device_operands<I, T> d(c, !decltype(scores)::none);
-  const cuda::flash_operands& ops = d.ops;
+  const cuda::flash_args& ops = d.ops;
   const cuda::flash_plan plan = cuda::plan_flash(ops, 100 * 1024);
   RC_ASSERT(plan.rows > 0);
   flash_test::emulate<T>(ops, plan, scores);
@@ -91,7 +91,7 @@ void emulate_cuda_attention(attention_call<I, T>& c) {
 /// on the call's inputs and the rotated operands' gradients), the rotation's transpose; against
 /// cpu::attention_backward, the largest difference over the largest entry of each gradient.
 template <class I>
-double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
+double backward_difference(attention_case<I, float>& c, std::mt19937_64& rng) {
   cpu::attention(c.inst, c.args);
   std::normal_distribution<float> g(0.0f, 1.0f);
   std::vector<float> dout(c.out.size());
@@ -131,7 +131,7 @@ double backward_difference(attention_call<I, float>& c, std::mt19937_64& rng) {
 
   const device_operands<I, float> d(c, !decltype(scores)::none);
   const cpu::attention_args& a = d.a;
-  const cuda::flash_operands& ops = d.ops;
+  const cuda::flash_args& ops = d.ops;
   constexpr bool rotated = rotates<I>;
   std::vector<float> dq_rot(c.q.size()), dk_rot(c.k.size()), dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
   const cuda::flash_grads fg{dout.data(),
@@ -191,7 +191,7 @@ template <class E, class T = float>
 void matches_reference(std::uint64_t seed, std::int64_t position_base, std::int64_t span = 450) {
   std::mt19937_64 rng(seed);
   const auto inst = instance_of<E>(rng);
-  attention_call<typename E::instance, T> c(rng, inst, encoding_heads(inst), 100, position_base, span);
+  attention_case<typename E::instance, T> c(rng, inst, encoding_heads(inst), 100, position_base, span);
   emulate_cuda_attention(c);
   const attention_comparison r = c.compare();
   RC_LOG() << E::name << ": tokens " << c.total << " heads " << c.heads << "/" << c.kv_heads << " d " << c.d
@@ -230,7 +230,7 @@ template <class E>
 void backward_matches_the_cpu(std::uint64_t seed, std::int64_t position_base) {
   std::mt19937_64 rng(seed);
   const auto inst = instance_of<E>(rng);
-  attention_call<typename E::instance, float> c(rng, inst, encoding_heads(inst), 100, position_base, 450);
+  attention_case<typename E::instance, float> c(rng, inst, encoding_heads(inst), 100, position_base, 450);
   const double e = backward_difference(c, rng);
   RC_LOG() << E::name << ": tokens " << c.total << " heads " << c.heads << "/" << c.kv_heads << " d " << c.d
            << " causal " << c.args.causal << " window " << c.args.window << " gradient difference " << e << "\n";
@@ -286,7 +286,7 @@ TEST(AttentionInstanceEmulation, ALiftOnTheContentChannelsIsRefused) {
 TEST(AttentionInstanceEmulation, BadCallsAreRefusedBeforeAnyLaunch) {
   std::mt19937_64 rng(5);
   const auto inst = instance_of<alibi>(rng);
-  attention_call<alibi::instance, float> c(rng, inst, encoding_heads(inst), 40, 0, 100);
+  attention_case<alibi::instance, float> c(rng, inst, encoding_heads(inst), 40, 0, 100);
   int error = 0;
   cpu::attention_args a = c.args;
   a.qk.batch = 2;

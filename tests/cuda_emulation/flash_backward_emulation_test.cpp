@@ -46,7 +46,7 @@ std::string run_backward(const scenario& s, std::uint64_t seed, const std::strin
   std::vector<T> out(c.tokens * s.q_heads * s.v_dim);
   std::vector<float> lse(c.tokens * s.q_heads);
   int error = 0;
-  cuda::flash_operands ops = c.operands(out, lse, &error);
+  cuda::flash_args ops = c.operands(out, lse, &error);
   const auto forward_smem = cuda::flash_smem_of(kernel::element_bytes(ops.type), s.rows, s.rows, s.head_dim, s.v_dim);
   const auto backward_smem = cuda::flash_backward_smem_of(kernel::element_bytes(ops.type), s.rows, s.head_dim, s.v_dim);
   const cuda::flash_plan forward_plan{s.rows, s.rows, 2 * s.rows, forward_smem.bytes};
@@ -114,7 +114,7 @@ TEST(FlashBackwardEmulation, MasksSequencesAndTiles) {
 }
 
 TEST(FlashBackwardEmulation, PlansAndChecks) {
-  cuda::flash_operands ops;
+  cuda::flash_args ops;
   ops.type = kernel::dtype::bf16;
   for (int d : {64, 128, 256}) {
     ops.head_dim = ops.v_dim = d;
@@ -128,12 +128,12 @@ TEST(FlashBackwardEmulation, PlansAndChecks) {
   flash_case<float> c(s, 7);
   std::vector<float> out(c.tokens * s.q_heads * s.v_dim), lse(c.tokens * s.q_heads), grad(out.size());
   int error = 0;
-  const cuda::flash_operands bad = c.operands(out, lse, &error);
+  const cuda::flash_args bad = c.operands(out, lse, &error);
   const cuda::flash_grads g{grad.data(), grad.data(), grad.data(), grad.data()};
   EXPECT_THROW(cuda::check_flash_backward(bad, g), input_error);
   scenario ok;
   flash_case<float> c2(ok, 8);
-  cuda::flash_operands ops2 = c2.operands(out, lse, &error);
+  cuda::flash_args ops2 = c2.operands(out, lse, &error);
   ops2.lse = nullptr;
   EXPECT_THROW(cuda::check_flash_backward(ops2, g), input_error);
 }

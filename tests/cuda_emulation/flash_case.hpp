@@ -201,8 +201,8 @@ struct flash_case {
       }
   }
 
-  cuda::flash_operands operands(std::vector<T>& out, std::vector<float>& lse, int* error) const {
-    cuda::flash_operands ops;
+  cuda::flash_args operands(std::vector<T>& out, std::vector<float>& lse, int* error) const {
+    cuda::flash_args ops;
     ops.type = std::is_same_v<T, float> ? kernel::dtype::f32 : std::is_same_v<T, Eigen::half> ? kernel::dtype::f16
                                                                                             : kernel::dtype::bf16;
     ops.q = q.data();
@@ -245,7 +245,7 @@ void with_scores(const flash_case<T>& c, F&& f) {
 
 /// Every block of the launch's grid, the program as a launch builds it (cuda::program_of).
 template <class T, class Bias>
-void emulate(const cuda::flash_operands& ops, const cuda::flash_plan& plan, const Bias& bias) {
+void emulate(const cuda::flash_args& ops, const cuda::flash_plan& plan, const Bias& bias) {
   cuda::check_flash(ops);
   cuda::check_flash_bias(ops, bias);
   const auto program = cuda::program_of<T>(ops, plan, bias);
@@ -259,7 +259,7 @@ void emulate(const cuda::flash_operands& ops, const cuda::flash_plan& plan, cons
 
 /// The backward's programs over their grids: every key block, then every query block.
 template <class T, class Bias>
-void emulate_backward(const cuda::flash_operands& ops, const cuda::flash_grads& g, const cuda::flash_plan& plan,
+void emulate_backward(const cuda::flash_args& ops, const cuda::flash_grads& g, const cuda::flash_plan& plan,
                       const Bias& bias) {
   cuda::check_flash_backward(ops, g);
   cuda::check_flash_bias(ops, bias);

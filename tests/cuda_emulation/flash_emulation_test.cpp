@@ -26,7 +26,7 @@ std::string run_case(const scenario& s, std::uint64_t seed, const std::string& w
   std::vector<T> got(out_size), got_reverse(out_size);
   std::vector<float> lse(c.tokens * s.q_heads), lse_reverse(lse.size());
   int error = 0;
-  cuda::flash_operands ops = c.operands(got, lse, &error);
+  cuda::flash_args ops = c.operands(got, lse, &error);
   const cuda::flash_smem at = cuda::flash_smem_of(kernel::element_bytes(ops.type), s.rows, s.cols, s.head_dim, s.v_dim);
   const cuda::flash_plan plan{s.rows, s.cols, 2 * s.rows, at.bytes};
   auto run = [&](std::vector<T>& out, std::vector<float>& l) {
@@ -149,7 +149,7 @@ TEST(FlashEmulation, HeadDimsUpTo256PlanWithinASharedMemoryLimit) {
     scenario s;
     s.head_dim = s.v_dim = d;
     s.lengths = {70};
-    cuda::flash_operands ops;
+    cuda::flash_args ops;
     ops.type = kernel::dtype::bf16;
     ops.head_dim = ops.v_dim = d;
     for (std::int64_t limit : {48 * 1024, 99 * 1024, 163 * 1024, 227 * 1024}) {
@@ -173,7 +173,7 @@ TEST(FlashEmulation, ABadSequenceTableSetsTheErrorFlagAndWritesNothing) {
   c.cu[2] = c.tokens + 3;  // past the tokens
   std::vector<float> out(c.tokens * s.q_heads * s.v_dim, 7.0f), lse(c.tokens * s.q_heads, 7.0f);
   int error = 0;
-  const cuda::flash_operands ops = c.operands(out, lse, &error);
+  const cuda::flash_args ops = c.operands(out, lse, &error);
   emulate<float>(ops, cuda::plan_flash(ops, 99 * 1024), cuda::no_scores{});
   EXPECT_EQ(error, 1);
   for (std::int64_t t = c.cu[1]; t < c.tokens; ++t) EXPECT_EQ(out[t * s.q_heads * s.v_dim], 7.0f);
@@ -185,7 +185,7 @@ TEST(FlashEmulation, BadArgumentsGetOneLineErrors) {
   std::vector<float> out(c.tokens * s.q_heads * s.v_dim), lse(c.tokens * s.q_heads);
   int error = 0;
   auto expect_error = [&](auto edit, const std::string& message) {
-    cuda::flash_operands ops = c.operands(out, lse, &error);
+    cuda::flash_args ops = c.operands(out, lse, &error);
     edit(ops);
     try {
       cuda::check_flash(ops);
@@ -202,7 +202,7 @@ TEST(FlashEmulation, BadArgumentsGetOneLineErrors) {
   expect_error([](auto& o) { o.scale = std::nanf(""); }, "scale: must be finite");
   expect_error([](auto& o) { o.error = nullptr; }, "error: the device flag");
   expect_error([](auto& o) { o.v = nullptr; }, "q, k, v, out: must not be null");
-  cuda::flash_operands ops = c.operands(out, lse, &error);
+  cuda::flash_args ops = c.operands(out, lse, &error);
   EXPECT_THROW(cuda::check_flash_bias(ops, cuda::fox_scores{c.fox_prefix.data(), 10}), input_error);
   EXPECT_THROW(cuda::check_flash_bias(ops, cuda::gated_scores{c.omega.data(), nullptr, nullptr, 400}), input_error);
   EXPECT_THROW(cuda::check_flash_bias(ops, cuda::t5_scores{c.t5_distances.data(), 1, 20, true}), input_error);

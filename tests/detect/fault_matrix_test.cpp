@@ -15,7 +15,7 @@
 #include <Eigen/Core>
 
 #include "cpu/rotate_qk.hpp"
-#include "grape/detect/detect.hpp"
+#include "detect/detect.hpp"
 #include "model/model_config.hpp"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "../model/formulas.hpp"
-#include "grape/detect/detect.hpp"
+#include "detect/detect.hpp"
 
 namespace {
 

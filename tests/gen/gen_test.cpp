@@ -28,7 +28,7 @@
 #include "gen/kernel_gen.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/math/phase.hpp"
-#include "grape/schedule/rope_schedule.hpp"
+#include "model/rope_schedule.hpp"
 #include "model/model_config.hpp"
 
 namespace {

@@ -78,7 +78,7 @@ std::vector<row> run_attention(const char* name, grape::cpu::dtype type, bool ca
   for (int h = 0; h < q_heads; ++h) slopes[h] = static_cast<float>(alibi_inst.bias.slopes[h]);
   CHECK(cudaMemcpy(dslopes, slopes.data(), q_heads * sizeof(float), cudaMemcpyHostToDevice));
 
-  grape::cuda::flash_operands ops;
+  grape::cuda::flash_args ops;
   ops.type = type;
   ops.q = dq;
   ops.k = dk;

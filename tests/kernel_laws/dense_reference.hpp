@@ -1,6 +1,6 @@
 #pragma once
 // The float64 reference of one encoded head (exp(Σ c_k L_k) through the layout, times the
-// attention factor); the storage tolerances are the checker's (check/kernel_call.hpp).
+// attention factor); the storage tolerances are the checker's (check/kernel_case.hpp).
 #include <Eigen/Core>
 #include <array>
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "cpu/rotate_qk.hpp"
 #include "grape/builtins.hpp"
-#include "grape/check/kernel_call.hpp"
+#include "grape/check/kernel_case.hpp"
 #include "grape/check/reference.hpp"
 
 namespace grape {

@@ -45,16 +45,7 @@ struct lift_call {
     const bool varlen = pick(0, 1) == 1;
     const std::int64_t batch = pick(1, 3), seq = pick(1, 7);
     const std::int64_t gap = pick(0, 3), token_gap = pick(0, 5);
-    if (varlen) {
-      cu_seqlens.push_back(0);
-      for (std::int64_t b = 0; b < batch; ++b) cu_seqlens.push_back(cu_seqlens.back() + pick(0, 7));
-      total = cu_seqlens.back();
-      args.cu_seqlens = cu_seqlens.data();
-    } else {
-      total = batch * seq;
-      args.seq_len = seq;
-    }
-    args.batch = batch;
+    total = place_sequences(varlen, batch, seq, 7, pick, cu_seqlens, args);
     args.type = dtype_of<T>();
     const auto tensor = [&](std::vector<T>& buf, std::int64_t heads, int width, bool fill) {
       const std::int64_t token = heads * (width + gap) + token_gap;

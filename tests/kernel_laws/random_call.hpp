@@ -1,6 +1,6 @@
 #pragma once
 // A random rotate_qk call on an encoding for the kernel-law and emulation tests (the checker's
-// kernel_call) and its distance from the dense float64 reference; one rapidcheck property runner.
+// kernel_case) and its distance from the dense float64 reference; one rapidcheck property runner.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,17 +13,17 @@
 #include <rapidcheck.h>
 
 #include "cpu/rotate_qk.hpp"
-#include "grape/check/kernel_call.hpp"
+#include "grape/check/kernel_case.hpp"
 #include "dense_reference.hpp"
 
 namespace grape {
 
-/// A random call on E's instance (check/kernel_call.hpp), compared with the dense reference.
+/// A random call on E's instance (check/kernel_case.hpp), compared with the dense reference.
 template <class E, class T>
-struct random_call : kernel_call<typename E::instance, T> {
+struct random_call : kernel_case<typename E::instance, T> {
   /// Positions below min(E::position_limit, 2^20): these tests reach long positions elsewhere.
   random_call(std::mt19937_64& rng, typename E::instance i)
-      : kernel_call<typename E::instance, T>(rng, std::move(i),
+      : kernel_case<typename E::instance, T>(rng, std::move(i),
                                              position_draw{0, std::min<std::int64_t>(E::position_limit, 1 << 20)}) {}
 
   /// Worst |kernel − dense reference| over every head of Q and K, relative to the largest value.
@@ -32,7 +32,7 @@ struct random_call : kernel_call<typename E::instance, T> {
       return reference_head<E>(this->inst, key, c, x);
     });
   }
-  using kernel_call<typename E::instance, T>::worst_relative_error;
+  using kernel_case<typename E::instance, T>::worst_relative_error;
 };
 
 /// Runs body(seed) for `trials` seeds drawn from a fixed `seed`: reproducible, reported by name.

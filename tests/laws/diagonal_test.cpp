@@ -1,6 +1,6 @@
 // Defects on the diagonal (m = n, every query's own key), which uniform position draws almost never
 // reach: the checker draws edge cases in a fixed share of its positions (trial_inputs), and a NaN
-// no longer vanishes in a maximum of errors (attention_call::compare).
+// no longer vanishes in a maximum of errors (attention_case::compare).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // A NaN from a kernel fails the kernel laws with their own message, never passes because a
-// comparison with it is false (kernel_call::worst_entry, judge). The attention laws' case, a NaN
+// comparison with it is false (kernel_case::worst_entry, judge). The attention laws' case, a NaN
 // that used to vanish in a maximum, is in diagonal_test.cpp.
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include "formulas.hpp"
 #include "grape/detail/error.hpp"
 #include "grape/math/bias.hpp"
-#include "grape/schedule/rope_schedule.hpp"
+#include "model/rope_schedule.hpp"
 
 namespace {
 

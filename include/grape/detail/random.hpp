@@ -7,7 +7,7 @@
 
 namespace grape::detail {
 
-/// A random orthogonal matrix (QR of a Gaussian matrix; src/core/random_orthogonal.cpp, so that
+/// A random orthogonal matrix (QR of a Gaussian matrix; src/header_bodies/random_orthogonal.cpp, so that
 /// no translation unit including this header compiles Eigen's QR).
 Eigen::MatrixXd random_orthogonal(std::mt19937_64& rng, int n);
 

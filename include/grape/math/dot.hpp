@@ -26,7 +26,7 @@ GRAPE_HOST_DEVICE T dot_lanes(const U* a, const T* x, int n) {
 
 /// Two dot products with one x in one pass: dot_lanes(a, x, n) and dot_lanes(b, x, n), each lane
 /// summed in the same order, with two independent chains in flight instead of one (GRAPE-M's p and
-/// q: the rank-2 apply twice as fast on one core).
+/// q: a faster rank-2 apply; docs/performance.md, appendix "Rotary kernels").
 template <class T>
 struct dot_pair {
   T a, b;

@@ -21,7 +21,7 @@
 namespace grape {
 
 namespace detail {
-/// One axis's generator brought to B·(Σ θ_j J_j)·Bᵀ (real Schur form; src/core/skew_axis.cpp, so
+/// One axis's generator brought to B·(Σ θ_j J_j)·Bᵀ (real Schur form; src/header_bodies/skew_axis.cpp, so
 /// that no translation unit including this header compiles Eigen's eigenvalue solvers).
 struct skew_axis {
   Eigen::MatrixXd basis;

@@ -3,7 +3,7 @@
 // any encoding (encoding_shape: an instance's or a rotary_spec's), and the rest of a rotary_spec
 // (its frequencies and axes). Every entry that takes a spec (the CPU plan and cache, the CUDA
 // host, grape gen) calls check_rotary_spec; the instance road calls check_shape.
-// Defined in src/core/spec_check.cpp. Throws grape::input_error naming the field.
+// Defined in src/header_bodies/spec_check.cpp. Throws grape::input_error naming the field.
 #include <type_traits>
 
 #include "grape/math/rotate.hpp"

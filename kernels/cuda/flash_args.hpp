@@ -1,5 +1,5 @@
 #pragma once
-// What a CUDA flash-attention call is before it reaches the device: its operands (device
+// What a CUDA flash-attention call is before it reaches the device: its arguments (device
 // pointers), the tile plan that fits the device's shared memory, and the block program built from
 // both (flash_program.hpp). Header-only and free of the CUDA runtime, so the host emulation builds
 // the very program a launch gets.
@@ -11,12 +11,12 @@
 
 namespace grape::cuda {
 
-/// A fused-attention call's operands: the encoded Q, K and V (a rotation applied already, e.g. by
+/// A fused-attention call's arguments: the encoded Q, K and V (a rotation applied already, e.g. by
 /// cuda::rotate_qk into a scratch buffer; channels contiguous, any token and head strides), the
 /// output [tokens, q_heads, v_dim] (contiguous) and the log-sum-exp [q_heads, tokens] (or null),
 /// all in device memory. Sequences: packed (cu_seqlens [batch + 1], device memory) with seq_len
 /// the longest, or padded (cu_seqlens null) with seq_len tokens each.
-struct flash_operands {
+struct flash_args {
   kernel::dtype type = kernel::dtype::f32;
   const void* q = nullptr;
   const void* k = nullptr;
@@ -45,7 +45,7 @@ struct flash_plan {
 
 /// The largest tile (rows, then cols, from 64 down to 16) whose shared memory fits smem_limit
 /// bytes; rows 0 when none does.
-inline flash_plan plan_flash(const flash_operands& ops, std::int64_t smem_limit) {
+inline flash_plan plan_flash(const flash_args& ops, std::int64_t smem_limit) {
   const int v_dim = ops.v_dim > 0 ? ops.v_dim : ops.head_dim;
   for (int rows = 64; rows >= 16; rows /= 2)
     for (int cols = 64; cols >= 16; cols /= 2) {
@@ -56,7 +56,7 @@ inline flash_plan plan_flash(const flash_operands& ops, std::int64_t smem_limit)
 }
 
 template <class T, class Bias>
-flash_program<T, Bias> program_of(const flash_operands& ops, const flash_plan& plan, const Bias& bias) {
+flash_program<T, Bias> program_of(const flash_args& ops, const flash_plan& plan, const Bias& bias) {
   flash_program<T, Bias> p;
   p.q = static_cast<const T*>(ops.q);
   p.k = static_cast<const T*>(ops.k);
@@ -117,7 +117,7 @@ void bias_partials_size(const Bias& bias, int q_heads, std::int64_t tokens, std:
 
 /// The backward's square tile (64, 32 or 16 queries and keys) whose shared memory fits; rows 0
 /// when none does.
-inline flash_plan plan_flash_backward(const flash_operands& ops, std::int64_t smem_limit) {
+inline flash_plan plan_flash_backward(const flash_args& ops, std::int64_t smem_limit) {
   const int v_dim = ops.v_dim > 0 ? ops.v_dim : ops.head_dim;
   for (int tile = 64; tile >= 16; tile /= 2) {
     const auto m = flash_backward_smem_of(static_cast<int>(kernel::element_bytes(ops.type)), tile, ops.head_dim, v_dim);
@@ -127,7 +127,7 @@ inline flash_plan plan_flash_backward(const flash_operands& ops, std::int64_t sm
 }
 
 template <class T, class Bias>
-flash_backward_program<T, Bias> backward_program_of(const flash_operands& ops, const flash_grads& g,
+flash_backward_program<T, Bias> backward_program_of(const flash_args& ops, const flash_grads& g,
                                                     const flash_plan& plan, const Bias& bias) {
   flash_backward_program<T, Bias> p;
   p.f = program_of<T>(ops, plan, bias);
@@ -147,7 +147,7 @@ flash_backward_program<T, Bias> backward_program_of(const flash_operands& ops, c
 
 /// Query blocks of the longest sequence: the grid's x extent (y: sequences, z: query heads; the
 /// backward's key programs: the same blocks of keys, z the K/V heads).
-inline std::int64_t flash_query_blocks(const flash_operands& ops, const flash_plan& plan) {
+inline std::int64_t flash_query_blocks(const flash_args& ops, const flash_plan& plan) {
   return (ops.seq_len + plan.rows - 1) / plan.rows;
 }
 

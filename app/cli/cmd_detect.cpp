@@ -10,7 +10,7 @@
 #include "cli/command_registry.hpp"
 #include "cli/model_util.hpp"
 #include "grape/detail/error.hpp"
-#include "grape/detect/detect.hpp"
+#include "detect/detect.hpp"
 #include "io/npy.hpp"
 
 namespace grape::cli {

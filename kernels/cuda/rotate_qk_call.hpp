@@ -1,5 +1,6 @@
 #pragma once
-// What the host side hands to a per-dtype launch function: a validated plan with device pointers.
+// What one rotation launch runs, as the host side hands it to a per-dtype launch function: the
+// checked plan with device pointers, the launch's sizes and its stream.
 // Plain C++ (no device code), so the host side compiles with g++.
 #include <cstdint>
 
@@ -8,7 +9,7 @@
 
 namespace grape::cuda::detail {
 
-struct launch_request {
+struct rotate_call {
   kernel::rotate_plan plan;
   std::int64_t total_tokens = 0;
   std::int64_t max_position = 0;
@@ -37,8 +38,8 @@ inline bool chunks_fit(const rotary_spec& spec, const kernel::rotate_qk_args& ar
   return fit;
 }
 
-void launch_f32(const launch_request& r);
-void launch_f16(const launch_request& r);
-void launch_bf16(const launch_request& r);
+void launch_f32(const rotate_call& r);
+void launch_f16(const rotate_call& r);
+void launch_bf16(const rotate_call& r);
 
 }  // namespace grape::cuda::detail

@@ -25,7 +25,7 @@
 #include "cuda/host_storage.hpp"
 #include "grape/check/builtin_laws.hpp"
 #include "grape/check/device_emulation.hpp"
-#include "grape/check/kernel_call.hpp"
+#include "grape/check/kernel_case.hpp"
 #include "grape/check/report.hpp"
 #include "grape/check/trial.hpp"
 #include "grape/view/concepts.hpp"
@@ -103,44 +103,43 @@ std::optional<counterexample> for_drawn_storage(Body&& body) {
   }
 }
 
-struct cpu_kernel_law {
-  static constexpr std::string_view name = "cpu_kernel";
-  static constexpr std::string_view formula =
-      "cpu::rotate_qk(instance, random call) = float64 encode of every head";
+/// What the two rotate_qk laws share: the storage tolerance, and whom they apply to.
+struct rotate_kernel_law {
   static constexpr std::string_view tolerance = storage_rule;
   template <class E>
   static constexpr bool applies = runs_rotate_kernels<E>;
   template <class E>
   static constexpr std::string_view not_run = lacks_view<E> && rotates_qk<E> ? no_view : "";
+};
+
+struct cpu_kernel_law : rotate_kernel_law {
+  static constexpr std::string_view name = "cpu_kernel";
+  static constexpr std::string_view formula =
+      "cpu::rotate_qk(instance, random call) = float64 encode of every head";
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
     const position_draw positions = kernel_positions(t);
     return for_drawn_storage([&]<class T>() {
-      kernel_call<typename E::instance, T> call(t.rng, t.instance, positions);
+      kernel_case<typename E::instance, T> call(t.rng, t.instance, positions);
       cpu::rotate_qk(call.inst, call.args);
       return call_verdict<T>(call, call.worst_vs_apply(call.q_out, call.k_out), "cpu::rotate_qk", "");
     });
   }
 };
 
-struct cuda_body_law {
+struct cuda_body_law : rotate_kernel_law {
   static constexpr std::string_view name = "cuda_body_emulated";
   static constexpr std::string_view formula =
       "the CUDA kernel cuda::rotate_qk runs for this instance (chunked rotary body for rotation planes, else the "
       "instance body), emulated over its grid (blocks 1/7/32) = float64 encode of every head";
-  static constexpr std::string_view tolerance = storage_rule;
-  template <class E>
-  static constexpr bool applies = runs_rotate_kernels<E>;
-  template <class E>
-  static constexpr std::string_view not_run = lacks_view<E> && rotates_qk<E> ? no_view : "";
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
     const position_draw positions = kernel_positions(t);
     const int block = std::array{1, 7, 32}[full_size(rc::gen::inRange(0, 3))];
     return for_drawn_storage([&]<class T>() -> std::optional<counterexample> {
-      kernel_call<typename E::instance, T> call(t.rng, t.instance, positions);
+      kernel_case<typename E::instance, T> call(t.rng, t.instance, positions);
       if (emulate_device_call<T>(call.inst, call.args, call.total, block) != 0)
         return counterexample{fmt::format("block={}", block), 0, 1, 1, 0, "the kernel flagged a position in range"};
       return call_verdict<T>(call, call.worst_vs_apply(call.q_out, call.k_out), "emulated CUDA kernel",
@@ -189,7 +188,7 @@ struct lift_kernel_law {
         positions.spread = std::min<std::int64_t>(positions.spread, std::max<std::int64_t>(1, f16_limit / 2));
         positions.base = std::min(positions.base, std::max<std::int64_t>(0, f16_limit / 2 - 32));
       }
-      kernel_call<typename E::instance, T> call(t.rng, inst, positions, inst.heads());
+      kernel_case<typename E::instance, T> call(t.rng, inst, positions, inst.heads());
       call.args.q.out = nullptr;  // lift_qk reads Q and K and writes the lifted tensors
       call.args.k.out = nullptr;
       const int dl = call.d + 2;
@@ -199,7 +198,7 @@ struct lift_kernel_law {
       const auto size = static_cast<std::int64_t>(q_lifted.size());
       cpu::lift_qk(call.inst, call.args, {q_lifted.data(), size, batch_stride, token_stride, dl},
                    {k_lifted.data(), size, batch_stride, token_stride, dl});
-      typename kernel_call<typename E::instance, T>::worst_entry w;
+      typename kernel_case<typename E::instance, T>::worst_entry w;
       std::vector<double> x(dl), y(dl);
       const std::int64_t group = heads / call.k_heads;
       for (std::int64_t tok = 0; tok < call.total; ++tok)

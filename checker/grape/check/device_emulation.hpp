@@ -19,9 +19,9 @@
 #include "common/rotate_plan.hpp"
 #include "cuda/encode_qk_thread.hpp"
 #include "cuda/rotate_freq_grad_thread.hpp"
-#include "cuda/rotate_qk_request.hpp"
+#include "cuda/rotate_qk_call.hpp"
 #include "cuda/rotate_qk_thread.hpp"
-#include "grape/check/kernel_call.hpp"
+#include "grape/check/kernel_case.hpp"
 #include "grape/view/kernel_traits.hpp"
 
 namespace grape::detail {

@@ -55,9 +55,25 @@ struct position_draw {
   std::int64_t spread = std::int64_t{1} << 20;
 };
 
+/// A random call's sequences on args: `batch` packed ones of pick(0, max_len) tokens each
+/// (cu_seqlens) or padded ones of `seq` tokens; returns the tokens in all.
+template <class Pick>
+std::int64_t place_sequences(bool varlen, std::int64_t batch, std::int64_t seq, int max_len, Pick&& pick,
+                             std::vector<std::int64_t>& cu_seqlens, cpu::rotate_qk_args& args) {
+  args.batch = batch;
+  if (!varlen) {
+    args.seq_len = seq;
+    return batch * seq;
+  }
+  cu_seqlens.assign(1, 0);
+  for (std::int64_t b = 0; b < batch; ++b) cu_seqlens.push_back(cu_seqlens.back() + pick(0, max_len));
+  args.cu_seqlens = cu_seqlens.data();
+  return cu_seqlens.back();
+}
+
 /// A random call: its tokens, positions and Q/K buffers with gaps in every stride.
 template <class I, class T>
-struct kernel_call {
+struct kernel_case {
   static constexpr int rank = std::remove_cvref_t<decltype(rotation_part(std::declval<I>()).representation(0))>::rank;
   I inst;
   int d = 0;
@@ -71,7 +87,7 @@ struct kernel_call {
 
   /// fixed_q_heads > 0: that many query heads and a K head count that divides it (GQA), as a
   /// kernel with one encoding per query head (lift_qk) needs.
-  kernel_call(std::mt19937_64& rng, I i, position_draw positions = {}, std::int64_t fixed_q_heads = 0)
+  kernel_case(std::mt19937_64& rng, I i, position_draw positions = {}, std::int64_t fixed_q_heads = 0)
       : inst(std::move(i)), d(inst.content_dim()) {
     std::uniform_int_distribution<int> u(0, 1 << 20);
     const auto pick = [&](int lo, int hi) { return lo + u(rng) % (hi - lo + 1); };
@@ -84,16 +100,7 @@ struct kernel_call {
     const std::int64_t head_gap = pick(0, 3), token_gap = pick(0, 5);
     const std::int64_t q_token = q_heads * (d + head_gap) + token_gap;
     const std::int64_t k_token = k_heads * (d + head_gap) + token_gap;
-    if (varlen) {
-      cu_seqlens.push_back(0);
-      for (std::int64_t b = 0; b < batch; ++b) cu_seqlens.push_back(cu_seqlens.back() + pick(0, 9));
-      total = cu_seqlens.back();
-      args.cu_seqlens = cu_seqlens.data();
-    } else {
-      total = batch * seq;
-      args.seq_len = seq;
-    }
-    args.batch = batch;
+    total = place_sequences(varlen, batch, seq, 9, pick, cu_seqlens, args);
     const std::int64_t rows = total + 1;  // one spare row: sizes are not exact multiples
     std::normal_distribution<double> g(0.0, 1.0);
     q.resize(rows * q_token);

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cpu/attention.hpp"
-#include "grape/check/kernel_call.hpp"
+#include "grape/check/kernel_case.hpp"
 
 namespace grape {
 
@@ -34,14 +34,14 @@ bool pairs_heads(const I& inst) {
 }
 
 /// The kernel's output against the float64 reference: the worst error, and what the float32
-/// kernel may lose (attention_call::compare).
+/// kernel may lose (attention_case::compare).
 struct attention_comparison {
   double worst = 0;
   double bound = 0;
 };
 
 template <class I, class T>
-struct attention_call {
+struct attention_case {
   I inst;
   int d = 0;
   std::int64_t heads = 0, kv_heads = 0, total = 0;
@@ -51,7 +51,7 @@ struct attention_call {
   cpu::attention_args args;
 
   /// Sequences of up to max_len tokens; positions in [base, base + span) (span >= max_len).
-  attention_call(std::mt19937_64& rng, I i, std::int64_t encoding_heads, std::int64_t max_len, std::int64_t base,
+  attention_case(std::mt19937_64& rng, I i, std::int64_t encoding_heads, std::int64_t max_len, std::int64_t base,
                  std::int64_t span)
       : inst(std::move(i)), d(inst.content_dim()) {
     std::uniform_int_distribution<int> u(0, 1 << 20);
@@ -99,16 +99,16 @@ struct attention_call {
     repoint();
   }
 
-  attention_call(const attention_call& o)
+  attention_case(const attention_case& o)
       : inst(o.inst), d(o.d), heads(o.heads), kv_heads(o.kv_heads), total(o.total), cu(o.cu), offsets(o.offsets),
         ids(o.ids), first(o.first), len(o.len), q(o.q), k(o.k), v(o.v), out(o.out), lse(o.lse), args(o.args) {
     repoint();
   }
-  attention_call& operator=(const attention_call&) = delete;
+  attention_case& operator=(const attention_case&) = delete;
 
   /// The same call with every position moved by t (sequence indices become offsets t).
-  attention_call shifted(std::int64_t t) const {
-    attention_call s(*this);
+  attention_case shifted(std::int64_t t) const {
+    attention_case s(*this);
     for (auto& m : s.ids) m += t;
     for (auto& m : s.offsets) m += t;
     if (s.ids.empty() && s.offsets.empty()) s.offsets.assign(first.size(), t);

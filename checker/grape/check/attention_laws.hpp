@@ -11,7 +11,7 @@
 #include <optional>
 #include <string_view>
 
-#include "grape/check/attention_call.hpp"
+#include "grape/check/attention_case.hpp"
 #include "grape/check/builtin_laws.hpp"
 #include "grape/check/kernel_laws.hpp"
 #include "grape/check/trial.hpp"
@@ -34,7 +34,7 @@ constexpr std::string_view attention_not_run = E::group::rank == 1 && lacks_view
 /// A random attention call for one trial: sequences of up to 24 tokens, positions in the window
 /// the kernel laws draw (kernel_positions: a base from the trial's draws, 64 positions above it).
 template <class E>
-attention_call<typename E::instance, float> draw_attention_call(trial_inputs<E>& t, const position_draw& p) {
+attention_case<typename E::instance, float> draw_attention_case(trial_inputs<E>& t, const position_draw& p) {
   return {t.rng, t.instance, encoding_heads(t.instance), std::min<std::int64_t>(24, p.spread), p.base, p.spread};
 }
 
@@ -50,7 +50,7 @@ struct attention_kernel_law {
       "cpu::attention(instance, random call) = softmax(score(h, q, k, m, n))·V in float64";
   static constexpr std::string_view tolerance =
       "max |error| <= 2(e^(2δ) − 1) max|V| + (4 (keys + 16) eps32 + tol(storage)) max|V|, "
-      "δ = 2(√w + 4) eps32 Σ|q'k'| + 4 eps32 |logit| (attention_call::compare)";
+      "δ = 2(√w + 4) eps32 Σ|q'k'| + 4 eps32 |logit| (attention_case::compare)";
   template <class E>
   static constexpr bool applies = runs_attention<E>;
   template <class E>
@@ -58,7 +58,7 @@ struct attention_kernel_law {
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    auto call = draw_attention_call(t, kernel_positions(t));
+    auto call = draw_attention_case(t, kernel_positions(t));
     cpu::attention(call.inst, call.args);
     const attention_comparison c = call.compare();
     return judge(attention_at(call), c.worst, 0.0, c.worst, c.bound, "max |output − float64 reference|");
@@ -79,7 +79,7 @@ struct attention_shift_law {
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
     const position_draw p = kernel_positions(t);
-    auto call = draw_attention_call(t, p);
+    auto call = draw_attention_case(t, p);
     const std::int64_t room = t.limit - p.spread - p.base;  // positions stay below the encoding's range
     const std::int64_t shift = room > 0 ? 1 + std::min(std::abs(t.draw_position()), room - 1) : 0;
     auto moved = call.shifted(shift);

@@ -193,7 +193,7 @@ struct frequency_gradient_law {
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
     const auto spec = plane_spec_of<E>(t.instance);
     if (!spec) return std::nullopt;  // a plane on two axes: the frequencies are not per plane
-    kernel_call<typename E::instance, float> call(t.rng, t.instance, kernel_positions(t));
+    kernel_case<typename E::instance, float> call(t.rng, t.instance, kernel_positions(t));
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> gq(call.q.size()), gk(call.k.size());
     for (float& x : gq) x = normal(t.rng);
@@ -247,7 +247,7 @@ struct dense_backward {
     double ds, weight;        // dL/dlogit; P_ij (|dP_ij| + |δ_i| + Σ|dO||V| + Σ|dO||O|): its rounding scale
   };
   std::vector<logit> logits;
-  double delta = 0;  // the largest float32 error of one logit (attention_call::compare's δ)
+  double delta = 0;  // the largest float32 error of one logit (attention_case::compare's δ)
 
   dense_backward(const Call& call, const std::vector<float>& dout) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(call.d)), eps32 = std::numeric_limits<float>::epsilon();
@@ -312,7 +312,7 @@ struct attention_gradient_law {
 
   template <class E>
   static std::optional<counterexample> trial(trial_inputs<E>& t) {
-    auto call = draw_attention_call(t, kernel_positions(t));
+    auto call = draw_attention_case(t, kernel_positions(t));
     cpu::attention(call.inst, call.args);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> dout(call.out.size()), dq(call.q.size()), dk(call.k.size()), dv(call.v.size());

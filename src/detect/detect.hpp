@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "grape/schedule/rope_schedule.hpp"
+#include "model/rope_schedule.hpp"
 
 namespace grape::detect {
 
