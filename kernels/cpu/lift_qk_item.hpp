@@ -41,40 +41,39 @@ struct lift_token {
     const auto out_row = [&](const qk_operand& t, void* data) {
       return static_cast<Storage*>(data) + token_offset(t, p, token, place);
     };
-    // One head of `from` (width n_in) through head h's lift into `out`.
-    const auto lift = [&](const Storage* from, int n_in, std::int64_t h, bool key) {
-      widen_n(from, in, n_in);
-      lift_head(views[h], c, key, lp.backward, in, out, work);
-    };
-    // Forward: Q and K (d channels) into the lifted (w); backward: the lifted's gradients back.
-    const bool back = lp.backward;
-    const qk_operand& q_in = back ? lp.q_lifted : p.q;
-    const qk_operand& k_in = back ? lp.k_lifted : p.k;
-    const qk_operand& q_out = back ? p.q : lp.q_lifted;
-    const qk_operand& k_out = back ? p.k : lp.k_lifted;
-    const int n_in = back ? w : d, n_out = back ? d : w;
-    const Storage* q = row(q_in, q_in.in);
-    const Storage* k = row(k_in, k_in.in);
-    Storage* q_to = out_row(q_out, q_out.out);
-    Storage* k_to = out_row(k_out, k_out.out);
-    for (std::int64_t h = 0; h < p.q.heads; ++h) {
-      lift(q + h * q_in.head_stride, n_in, h, /*key=*/false);
-      narrow_n(out, q_to + h * q_out.head_stride, n_out);
-    }
-    if (!back) {
+    if (!lp.backward) {
+      const Storage* q = row(p.q, p.q.in);
+      const Storage* k = row(p.k, p.k.in);
+      Storage* ql = out_row(lp.q_lifted, lp.q_lifted.out);
+      Storage* kl = out_row(lp.k_lifted, lp.k_lifted.out);
       for (std::int64_t h = 0; h < p.q.heads; ++h) {
-        lift(k + (h / group) * k_in.head_stride, d, h, /*key=*/true);
-        narrow_n(out, k_to + h * k_out.head_stride, w);
+        widen_n(q + h * p.q.head_stride, in, d);
+        lift_head(views[h], c, /*key=*/false, /*backward=*/false, in, out, work);
+        narrow_n(out, ql + h * lp.q_lifted.head_stride, w);
+        widen_n(k + (h / group) * p.k.head_stride, in, d);
+        lift_head(views[h], c, /*key=*/true, /*backward=*/false, in, out, work);
+        narrow_n(out, kl + h * lp.k_lifted.head_stride, w);
       }
       return;
+    }
+    // Backward: each lifted head's gradient through its lift's transpose into `out`.
+    const auto lift_back = [&](const qk_operand& lifted, std::int64_t h, bool key) {
+      widen_n(row(lifted, lifted.in) + h * lifted.head_stride, in, w);
+      lift_head(views[h], c, key, /*backward=*/true, in, out, work);
+    };
+    Storage* dq = out_row(p.q, p.q.out);
+    Storage* dk = out_row(p.k, p.k.out);
+    for (std::int64_t h = 0; h < p.q.heads; ++h) {
+      lift_back(lp.q_lifted, h, /*key=*/false);
+      narrow_n(out, dq + h * p.q.head_stride, d);
     }
     for (std::int64_t g = 0; g < p.k.heads; ++g) {
       for (int j = 0; j < d; ++j) sum[j] = 0.0f;
       for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
-        lift(k + h * k_in.head_stride, w, h, /*key=*/true);
+        lift_back(lp.k_lifted, h, /*key=*/true);
         for (int j = 0; j < d; ++j) sum[j] += out[j];
       }
-      narrow_n(sum, k_to + g * k_out.head_stride, d);
+      narrow_n(sum, dk + g * p.k.head_stride, d);
     }
   }
 };

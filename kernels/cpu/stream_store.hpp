@@ -7,6 +7,7 @@
 // x86 only (SSE2 at least); elsewhere plain stores, which are correct, only slower.
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -16,58 +17,57 @@ namespace grape::cpu::detail {
 
 inline constexpr std::size_t stream_line_bytes = 64;
 
-/// Copies `bytes` (a multiple of 64) from a 64-byte-aligned local buffer to a 64-byte-aligned
-/// destination without reading the destination lines. Call stream_fence() before the data is
-/// handed to another thread.
-inline void stream_lines(const void* src, void* dst, std::size_t bytes) {
-  const auto* s = static_cast<const unsigned char*>(src);
-  auto* d = static_cast<unsigned char*>(dst);
+// The streaming store of each vector width this build has (each ISA implies the ones before it).
+#if defined(__SSE2__)
+inline void stream_vector(__m128i* dst, __m128i v) { _mm_stream_si128(dst, v); }
+#if defined(__AVX__)
+inline void stream_vector(__m256i* dst, __m256i v) { _mm256_stream_si256(dst, v); }
 #if defined(__AVX512F__)
-  for (std::size_t i = 0; i < bytes; i += 64)
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i),
-                        _mm512_load_si512(reinterpret_cast<const __m512i*>(s + i)));
-#elif defined(__AVX__)
-  for (std::size_t i = 0; i < bytes; i += 32)
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
-                        _mm256_load_si256(reinterpret_cast<const __m256i*>(s + i)));
-#elif defined(__SSE2__)
-  for (std::size_t i = 0; i < bytes; i += 16)
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
-                     _mm_load_si128(reinterpret_cast<const __m128i*>(s + i)));
-#else
-  std::memcpy(d, s, bytes);
+inline void stream_vector(__m512i* dst, __m512i v) { _mm512_stream_si512(dst, v); }
 #endif
-}
+#endif
+#endif
 
 /// One packet (16, 32 or 64 bytes; Eigen packet or raw vector) to an address aligned to its size,
-/// without reading the destination line.
+/// without reading the destination line; a plain store where the build has no streaming store of
+/// that width.
 template <class Packet>
 inline void stream_packet(void* dst, const Packet& p) {
-#if defined(__AVX512F__)
-  if constexpr (sizeof(Packet) == 64) {
-    __m512i v;
-    std::memcpy(&v, &p, 64);
-    _mm512_stream_si512(static_cast<__m512i*>(dst), v);
-    return;
-  }
-#endif
-#if defined(__AVX__)
-  if constexpr (sizeof(Packet) == 32) {
-    __m256i v;
-    std::memcpy(&v, &p, 32);
-    _mm256_stream_si256(static_cast<__m256i*>(dst), v);
-    return;
-  }
-#endif
 #if defined(__SSE2__)
-  if constexpr (sizeof(Packet) == 16) {
-    __m128i v;
-    std::memcpy(&v, &p, 16);
-    _mm_stream_si128(static_cast<__m128i*>(dst), v);
+  constexpr std::size_t n = sizeof(Packet);
+  using vector = std::conditional_t<n == 64, __m512i, std::conditional_t<n == 32, __m256i, __m128i>>;
+  if constexpr ((n == 16 || n == 32 || n == 64) && requires(vector* d, vector v) { stream_vector(d, v); }) {
+    vector v;
+    std::memcpy(&v, &p, n);
+    stream_vector(static_cast<vector*>(dst), v);
     return;
   }
 #endif
   std::memcpy(dst, &p, sizeof(Packet));
+}
+
+/// The widest streaming store of this build, in bytes (plain stores without SSE2).
+inline constexpr std::size_t stream_width =
+#if defined(__AVX512F__)
+    64;
+#elif defined(__AVX__)
+    32;
+#elif defined(__SSE2__)
+    16;
+#else
+    64;
+#endif
+
+/// Copies `bytes` (a multiple of 64) from a 64-byte-aligned local buffer to a 64-byte-aligned
+/// destination without reading the destination lines. Call stream_fence() before the data is
+/// handed to another thread.
+inline void stream_lines(const void* src, void* dst, std::size_t bytes) {
+  struct alignas(stream_width) chunk {
+    unsigned char b[stream_width];
+  };
+  const auto* from = static_cast<const chunk*>(src);
+  auto* to = static_cast<unsigned char*>(dst);
+  for (std::size_t i = 0; i < bytes / stream_width; ++i) stream_packet(to + i * stream_width, from[i]);
 }
 
 /// Orders this thread's streaming stores before its later stores (they are weakly ordered).

@@ -53,17 +53,24 @@ struct no_scores {
   GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t, std::int64_t) const { return {}; }
 };
 
+/// The row of query m of a bias made of one float per head: Formula::at(value, m, n) for key n.
+template <class Formula>
+struct per_head_row {
+  float value;
+  std::int64_t m;
+  GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const { return Formula::at(value, m, n); }
+};
+
 /// ALiBi: −slopes[h]·|m − n|.
 struct alibi_scores {
   static constexpr bool none = false;
   const float* slopes = nullptr;  // [q_heads]
-  struct row {
-    float slope;
-    std::int64_t m;
-    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const {
+  struct formula {
+    static GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float at(float slope, std::int64_t m, std::int64_t n) {
       return math::alibi_bias(slope, m, n);
     }
   };
+  using row = per_head_row<formula>;
   GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t h, std::int64_t m) const { return {slopes[h], m}; }
 
   // dL/dslope_h = −Σ g·|m − n|.
@@ -86,13 +93,12 @@ struct alibi_scores {
 struct linear_scores {
   static constexpr bool none = false;
   const float* coef = nullptr;  // [q_heads]
-  struct row {
-    float coef;
-    std::int64_t m;
-    GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float operator()(std::int64_t n) const {
+  struct formula {
+    static GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE float at(float coef, std::int64_t m, std::int64_t n) {
       return coef * static_cast<float>(m - n);
     }
   };
+  using row = per_head_row<formula>;
   GRAPE_HOST_DEVICE GRAPE_BLOCK_INLINE row row_of(std::int64_t h, std::int64_t m) const { return {coef[h], m}; }
 };
 
