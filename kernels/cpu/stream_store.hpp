@@ -7,7 +7,6 @@
 // x86 only (SSE2 at least); elsewhere plain stores, which are correct, only slower.
 #include <cstddef>
 #include <cstring>
-#include <type_traits>
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -17,46 +16,45 @@ namespace grape::cpu::detail {
 
 inline constexpr std::size_t stream_line_bytes = 64;
 
-// The streaming store of each vector width this build has (each ISA implies the ones before it).
+/// Tags a store's width in bytes.
+template <std::size_t Bytes>
+struct width {};
+
+// The streaming store of each width this build has (each ISA implies the ones before it): `Bytes`
+// bytes from src to a destination aligned to them, without reading the destination line.
 #if defined(__SSE2__)
-inline void stream_vector(__m128i* dst, __m128i v) { _mm_stream_si128(dst, v); }
+inline void stream_bytes(void* dst, const void* src, width<16>) {
+  _mm_stream_si128(static_cast<__m128i*>(dst), _mm_loadu_si128(static_cast<const __m128i*>(src)));
+}
 #if defined(__AVX__)
-inline void stream_vector(__m256i* dst, __m256i v) { _mm256_stream_si256(dst, v); }
+inline void stream_bytes(void* dst, const void* src, width<32>) {
+  _mm256_stream_si256(static_cast<__m256i*>(dst), _mm256_loadu_si256(static_cast<const __m256i*>(src)));
+}
 #if defined(__AVX512F__)
-inline void stream_vector(__m512i* dst, __m512i v) { _mm512_stream_si512(dst, v); }
+inline void stream_bytes(void* dst, const void* src, width<64>) {
+  _mm512_stream_si512(static_cast<__m512i*>(dst), _mm512_loadu_si512(src));
+}
 #endif
 #endif
 #endif
+
+/// Whether the build has a streaming store of `Bytes` bytes.
+template <std::size_t Bytes>
+inline constexpr bool streams = requires(void* dst, const void* src) { stream_bytes(dst, src, width<Bytes>{}); };
 
 /// One packet (16, 32 or 64 bytes; Eigen packet or raw vector) to an address aligned to its size,
 /// without reading the destination line; a plain store where the build has no streaming store of
 /// that width.
 template <class Packet>
 inline void stream_packet(void* dst, const Packet& p) {
-#if defined(__SSE2__)
-  constexpr std::size_t n = sizeof(Packet);
-  using vector = std::conditional_t<n == 64, __m512i, std::conditional_t<n == 32, __m256i, __m128i>>;
-  if constexpr ((n == 16 || n == 32 || n == 64) && requires(vector* d, vector v) { stream_vector(d, v); }) {
-    vector v;
-    std::memcpy(&v, &p, n);
-    stream_vector(static_cast<vector*>(dst), v);
-    return;
-  }
-#endif
-  std::memcpy(dst, &p, sizeof(Packet));
+  if constexpr (streams<sizeof(Packet)>)
+    stream_bytes(dst, &p, width<sizeof(Packet)>{});
+  else
+    std::memcpy(dst, &p, sizeof(Packet));
 }
 
-/// The widest streaming store of this build, in bytes (plain stores without SSE2).
-inline constexpr std::size_t stream_width =
-#if defined(__AVX512F__)
-    64;
-#elif defined(__AVX__)
-    32;
-#elif defined(__SSE2__)
-    16;
-#else
-    64;
-#endif
+/// The widest streaming store of this build, in bytes (64, plain stores, without SSE2).
+inline constexpr std::size_t stream_width = streams<64> ? 64 : streams<32> ? 32 : streams<16> ? 16 : 64;
 
 /// Copies `bytes` (a multiple of 64) from a 64-byte-aligned local buffer to a 64-byte-aligned
 /// destination without reading the destination lines. Call stream_fence() before the data is

@@ -251,8 +251,8 @@ struct encoded_args {
 template <class Instance>
 void attention(const device_attention<Instance>& enc, const kernel::attention_args& a, std::int64_t total_tokens,
                int* device_error_flag, cudaStream_t stream) {
-  const detail::encoded_args<Instance> call(enc, a, total_tokens, device_error_flag, stream);
-  detail::launch_flash(call.ops, enc.scores(), stream);
+  const detail::encoded_args<Instance> encoded(enc, a, total_tokens, device_error_flag, stream);
+  detail::launch_flash(encoded.ops, enc.scores(), stream);
 }
 
 /// Backward: dL/dQ, dL/dK, dL/dV (g: dense, the storage type, as cpu::attention_backward's) from
@@ -270,8 +270,8 @@ template <class Instance>
 void attention_backward(const device_attention<Instance>& enc, const kernel::attention_args& a,
                         const kernel::attention_grad_args& g, std::int64_t total_tokens, int* device_error_flag,
                         cudaStream_t stream) {
-  using call_type = detail::encoded_args<Instance>;
-  constexpr bool rotates = call_type::rotates, by_phase = call_type::by_phase;
+  using encoded_type = detail::encoded_args<Instance>;
+  constexpr bool rotates = encoded_type::rotates, by_phase = encoded_type::by_phase;
   const bool phase_params = by_phase && (g.grad_inv_freq || g.grad_phases);
   if constexpr (!by_phase) {
     bool planes = false;
@@ -288,7 +288,7 @@ void attention_backward(const device_attention<Instance>& enc, const kernel::att
                     "grad_inv_freq, grad_phases: cuda::attention_backward gives contextual GRAPE-M's parameter "
                     "gradients for dense Q and K ([tokens, heads, head_dim]) only");
   }
-  const call_type call(enc, a, total_tokens, device_error_flag, stream);
+  const encoded_type encoded(enc, a, total_tokens, device_error_flag, stream);
   const std::size_t bytes = element_bytes(a.qk.type);
   detail::stream_scratch dq_rot(rotates ? static_cast<std::size_t>(total_tokens * a.qk.q.heads) * enc.head_dim() * bytes
                                         : 0,
@@ -298,17 +298,17 @@ void attention_backward(const device_attention<Instance>& enc, const kernel::att
                                 stream);
   const flash_grads fg{g.grad_out, rotates ? dq_rot.get() : g.grad_q, rotates ? dk_rot.get() : g.grad_k, g.grad_v,
                        g.grad_bias};
-  detail::launch_flash_backward(call.ops, fg, enc.scores(), stream);
+  detail::launch_flash_backward(encoded.ops, fg, enc.scores(), stream);
   if constexpr (by_phase) {
-    const int rows = call_type::phase_rows(enc);
-    const device_phases phases{call.call_phases(), rows};
+    const int rows = encoded_type::phase_rows(enc);
+    const device_phases phases{encoded.call_phases(), rows};
     if (phase_params) {  // dL/dθ (from each sequence's first phase), dL/dΦ per call token, then the table's
       const std::size_t per_call = static_cast<std::size_t>(rows * total_tokens) * sizeof(double);
       detail::stream_scratch per_token(g.grad_phases ? per_call : 0, stream), origins(per_call, stream);
       detail::launch_phase_origin(
-          enc.rotation()->origin(a.qk, total_tokens, call.call_phases(), static_cast<double*>(origins.get())), stream);
+          enc.rotation()->origin(a.qk, total_tokens, encoded.call_phases(), static_cast<double*>(origins.get())), stream);
       grape_m_param_grads(enc.rotation()->grape_m(), kernel::without_positions(a.qk),
-                          {call.call_phases(), rows, static_cast<const double*>(origins.get())}, dq_rot.get(),
+                          {encoded.call_phases(), rows, static_cast<const double*>(origins.get())}, dq_rot.get(),
                           dk_rot.get(), {g.grad_inv_freq, static_cast<double*>(per_token.get())}, total_tokens,
                           device_error_flag, stream);
       if (g.grad_phases)

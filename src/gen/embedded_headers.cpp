@@ -54,7 +54,7 @@ std::string embeddable_text(const std::vector<embedded_header>& headers,
 }
 
 // The math headers, then `after`, then (for CUDA) the CUDA headers.
-std::string embeddable_view_text_of(const std::vector<embedded_header>& after, std::vector<std::string>& std_includes,
+std::string embeddable_after_math(const std::vector<embedded_header>& after, std::vector<std::string>& std_includes,
                                     bool cuda) {
   std::vector<embedded_header> all = embedded_math_headers();
   all.insert(all.end(), after.begin(), after.end());
@@ -65,14 +65,14 @@ std::string embeddable_view_text_of(const std::vector<embedded_header>& after, s
 }  // namespace
 
 std::string embeddable_math_text(std::vector<std::string>& std_includes, bool cuda) {
-  return embeddable_view_text_of({}, std_includes, cuda);
+  return embeddable_after_math({}, std_includes, cuda);
 }
 
 std::string embeddable_view_text(std::vector<std::string>& std_includes, bool cuda,
                                  const std::vector<embedded_header>& user_headers) {
   std::vector<embedded_header> views = embedded_view_headers();
   views.insert(views.end(), user_headers.begin(), user_headers.end());
-  return embeddable_view_text_of(views, std_includes, cuda);
+  return embeddable_after_math(views, std_includes, cuda);
 }
 
 }  // namespace grape::gen

@@ -77,11 +77,14 @@ void check_float32_range(const rope_schedule& s) {
   for (double f : s.long_factor) check("long_factor", f);
 }
 
-// The table sized to the schedule's planes, and the reference's float32 pos_freqs (empty when
-// the formulas are evaluated in float64).
-std::vector<float> sized_table(const rope_schedule& s, frequency_precision p, schedule_table& t) {
+// The table's frequencies and bands, one per plane of the schedule.
+void size_table(const rope_schedule& s, schedule_table& t) {
   t.inv_freq.resize(s.rotary_dim / 2);
   t.bands.resize(s.rotary_dim / 2);
+}
+
+// The reference's float32 pos_freqs, or none when the formulas are evaluated in float64.
+std::vector<float> reference_pos_freqs(const rope_schedule& s, frequency_precision p) {
   if (p == frequency_precision::float64) return {};
   return float32_pos_freqs(static_cast<float>(s.base), s.rotary_dim);
 }
@@ -104,7 +107,8 @@ void fill_yarn(const rope_schedule& s, frequency_precision p, schedule_table& t)
   t.yarn_low = low;
   t.yarn_high = high;
   const int n = d / 2;
-  const auto pos_freqs = sized_table(s, p, t);
+  size_table(s, t);
+  const auto pos_freqs = reference_pos_freqs(s, p);
   for (int i = 0; i < n; ++i) {
     double ramp;
     if (p == frequency_precision::float64) {
@@ -142,8 +146,7 @@ void fill_llama3(const rope_schedule& s, frequency_precision p, schedule_table& 
   const double low_freq_wavelen = l_orig / s.low_freq_factor;
   const double high_freq_wavelen = l_orig / s.high_freq_factor;
   const int n = s.rotary_dim / 2;
-  t.inv_freq.resize(n);
-  t.bands.resize(n);
+  size_table(s, t);
   for (int i = 0; i < n; ++i) {
     const double theta = t.base_inv_freq[i];
     if (p == frequency_precision::float64) {
@@ -188,7 +191,8 @@ void fill_longrope(const rope_schedule& s, std::int64_t seq_len, frequency_preci
   const auto& ext = t.long_factors ? s.long_factor : s.short_factor;
   const int d = s.rotary_dim;
   const int n = d / 2;
-  const auto pos_freqs = sized_table(s, p, t);
+  size_table(s, t);
+  const auto pos_freqs = reference_pos_freqs(s, p);
   for (int i = 0; i < n; ++i) {
     if (p == frequency_precision::float64) {
       t.inv_freq[i] = 1.0 / (ext[i] * std::pow(s.base, (2.0 * i) / d));
