@@ -91,12 +91,28 @@ std::optional<rotary_spec> grape_m_rotary_spec(const grape_m_spec& s) {
   return spec;
 }
 
-rotate_qk_args grads_call_args(const grape_m_spec& s, const rotate_qk_args& forward, const void* grad_q,
-                                       const void* grad_k, const grape_m_grads& out) {
-  if (forward.q.heads > 0 && grad_q == nullptr) fail("grad_q is null");
-  if (forward.k.heads > 0 && grad_k == nullptr) fail("grad_k is null");
+namespace {
+
+/// Each side that has heads has its second operand (`q_name`, `k_name`); a phase gradient needs phases.
+void check_second_operands(const grape_m_spec& s, const rotate_qk_args& args, const void* q, const char* q_name,
+                           const void* k, const char* k_name, const grape_m_grads& out) {
+  if (args.q.heads > 0 && q == nullptr) fail(fmt::format("{} is null", q_name));
+  if (args.k.heads > 0 && k == nullptr) fail(fmt::format("{} is null", k_name));
   if (s.phases == nullptr && out.phases != nullptr)
     fail("phases: integer positions have no phase gradient; pass null");
+}
+
+}  // namespace
+
+rotate_qk_args backward_grads_call_args(const grape_m_spec& s, const rotate_qk_args& backward, const void* rotated_q,
+                                        const void* rotated_k, const grape_m_grads& out) {
+  check_second_operands(s, backward, rotated_q, "rotated_q", rotated_k, "rotated_k", out);
+  return backward;
+}
+
+rotate_qk_args grads_call_args(const grape_m_spec& s, const rotate_qk_args& forward, const void* grad_q,
+                                       const void* grad_k, const grape_m_grads& out) {
+  check_second_operands(s, forward, grad_q, "grad_q", grad_k, "grad_k", out);
   rotate_qk_args args = forward;
   args.q.out = const_cast<void*>(args.q.in);
   args.k.out = const_cast<void*>(args.k.in);

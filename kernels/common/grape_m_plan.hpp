@@ -44,6 +44,12 @@ grape_m_plan plan_grape_m(const grape_m_spec& spec, const rotate_qk_args& args,
 rotate_qk_args grads_call_args(const grape_m_spec& spec, const rotate_qk_args& forward, const void* grad_q,
                                const void* grad_k, const grape_m_grads& out);
 
+/// The arguments of a backward-with-gradients call (grape_m_rotate_qk_backward_with_grads): the
+/// backward's, after checking that each side's rotated operand is given and that a phase
+/// gradient has phases.
+rotate_qk_args backward_grads_call_args(const grape_m_spec& spec, const rotate_qk_args& backward,
+                                        const void* rotated_q, const void* rotated_k, const grape_m_grads& out);
+
 /// θ of every row and plane as the kernels turn by it: exact turn fractions (integer positions:
 /// the phase of m is m·f mod 2^64, as rotate_qk's) and θ/2π in float64 (real phases, for
 /// math::phase_of_turns). Shared by the CPU kernel and the CUDA host; a non-finite θ throws.

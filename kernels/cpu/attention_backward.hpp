@@ -168,8 +168,8 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
     back.q.in = back.k.in = nullptr;
     lift_qk_backward(inst, back, tensor(dql), tensor(dkl));
   } else {
-    std::vector<float> q_in, k_in;  // the rotation's inputs, for its parameters' gradients
-    if (g.grad_inv_freq || g.grad_phases) q_in = q, k_in = k;
+    std::vector<float> q_in, k_in;  // the rotation's inputs, for its frequencies' gradient
+    if (g.grad_inv_freq && !rotates_by_phase<Instance>) q_in = q, k_in = k;
     if constexpr (is_rotation) in.rotate(rotation_part(inst), a, q.data(), k.data(), false);
     std::optional<detail::phase_call> phases;  // contextual GRAPE-M: the same rotation, then its transpose
     if constexpr (rotates_by_phase<Instance>) {
@@ -177,13 +177,10 @@ void attention_backward(const Instance& inst, const attention_args& a, const att
       grape_m_rotate_qk(phases->spec, detail::without_positions(detail::contiguous_f32(a.qk, q.data(), k.data(), d)));
     }
     run(q, k, a.qk.k.heads, d, dq, dk, dv);
-    if constexpr (rotates_by_phase<Instance>) {
-      if (g.grad_inv_freq || g.grad_phases)
-        detail::phase_param_grads(inst, *phases, s.first,
-                                  detail::without_positions(detail::contiguous_f32(a.qk, q_in.data(), k_in.data(), d)),
-                                  dq.data(), dk.data(), g.grad_inv_freq, g.grad_phases);
-      grape_m_rotate_qk_backward(phases->spec,
-                                 detail::without_positions(detail::contiguous_f32(a.qk, dq.data(), dk.data(), d)));
+    if constexpr (rotates_by_phase<Instance>) {  // its parameters' gradients from the rotated Q and K
+      detail::phase_backward(inst, *phases, s.first,
+                             detail::without_positions(detail::contiguous_f32(a.qk, q.data(), k.data(), d)), dq.data(),
+                             dk.data(), g.grad_inv_freq, g.grad_phases);
     } else if (g.grad_inv_freq && !a.keys) {
       rotate_qk_inv_freq_grad(*planes, detail::contiguous_f32(a.qk, q_in.data(), k_in.data(), d), dq.data(),
                               dk.data(), g.grad_inv_freq, position_origin::sequence_start);

@@ -8,6 +8,7 @@
 // head and its query group. Every parameter gradient: the same angle, its cos/sin in float64.
 #include "cpu/grape_m.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <fmt/format.h>
@@ -67,125 +68,206 @@ void for_group_heads(const detail::rotate_plan& p, std::int64_t group, std::int6
   for (std::int64_t h = kv * group; h < (kv + 1) * group; ++h) f(p.q, h);
 }
 
+/// One thread's float32 cos and sin·sin_sign of every plane at one (token, key head): the turn
+/// fraction of m·θ (integer positions, exact) or of Φ·θ/2π (real phases, formed in float64), then
+/// rotate_qk's sine and cosine.
+class plane_angles {
+ public:
+  plane_angles(const grape_m_spec& s, const detail::grape_m_turns& turns, float sin_sign)
+      : s_(s), turns_(turns), sin_sign_(sin_sign), phase_(s.planes), cos_(s.planes), sin_(s.planes) {}
+
+  /// Whether key head kv turns by angles of its own (else by those of the key head before it).
+  bool own_row(std::int64_t kv) const { return kv == 0 || s_.freq_rows > 1 || s_.phase_rows > 1; }
+
+  void fill(const detail::rotate_plan& p, std::int64_t kv, std::int64_t t, detail::token_place place) {
+    const std::int64_t row = (s_.freq_rows == 1 ? 0 : kv) * s_.planes;
+    if (s_.phases == nullptr) {
+      const std::int64_t m = detail::position_of(p, t, place, 0);
+      for (int j = 0; j < s_.planes; ++j) phase_[j] = math::phase_at(m, turns_.fractions[row + j]);
+    } else {
+      const double position = position_value(s_, p, kv, t, place);
+      for (int j = 0; j < s_.planes; ++j) phase_[j] = math::phase_of_turns(position * turns_.turns[row + j]);
+    }
+    // Apart from the phases: phase_of_turns's range test would keep this loop scalar.
+#pragma omp simd
+    for (int j = 0; j < s_.planes; ++j) {
+      const math::sin_cos sc = math::sincos_of_phase(phase_[j]);
+      cos_[j] = sc.cos;
+      sin_[j] = sin_sign_ * sc.sin;
+    }
+  }
+  const float* cos() const { return cos_.data(); }
+  const float* sin() const { return sin_.data(); }
+
+ private:
+  const grape_m_spec& s_;
+  const detail::grape_m_turns& turns_;
+  float sin_sign_;
+  std::vector<math::phase_t> phase_;
+  std::vector<float> cos_, sin_;
+};
+
+/// One head turned by the angles' planes in float32. Half-split pairs (j, j + planes) are apart
+/// from each other, so they go from `in` to `out` directly (in place too); interleaved ones go
+/// through `x` (head_dim floats). A copy of the whole head through `x` read back in halves stalls
+/// on store forwarding: at head_dim 16 it cost more than the rotation.
+template <class Storage>
+void rotate_head(const grape_m_spec& s, const plane_angles& a, const Storage* in, Storage* out, float* x) {
+  const float *c = a.cos(), *sf = a.sin();
+  const int planes = s.planes;
+  if (s.layout == math::layout_kind::half_split) {
+#pragma omp simd
+    for (int j = 0; j < planes; ++j) {
+      const math::pair2<float> y =
+          math::rotate_pair(static_cast<float>(in[j]), static_cast<float>(in[j + planes]), sf[j], c[j]);
+      out[j] = static_cast<Storage>(y.first);
+      out[j + planes] = static_cast<Storage>(y.second);
+    }
+    if (in != out) std::copy(in + 2 * planes, in + s.head_dim, out + 2 * planes);
+    return;
+  }
+  for (int ch = 0; ch < s.head_dim; ++ch) x[ch] = static_cast<float>(in[ch]);
+  for (int j = 0; j < planes; ++j) {
+    const math::pair2<float> y = math::rotate_pair(x[2 * j], x[2 * j + 1], sf[j], c[j]);
+    x[2 * j] = y.first;
+    x[2 * j + 1] = y.second;
+  }
+  for (int ch = 0; ch < s.head_dim; ++ch) out[ch] = static_cast<Storage>(x[ch]);
+}
+
 template <class Storage>
 void rotate_tokens(const grape_m_spec& s, const grape_m_plan& pp, float sin_sign) {
   const detail::rotate_plan& p = pp.owned.plan;
   const int n = p.threads > 0 ? p.threads : detail::max_threads();
   const detail::grape_m_turns turns = detail::turns_of(s);
-  const std::vector<math::phase_t>& fractions = turns.fractions;
-  const std::vector<double>& theta_turns = turns.turns;
 #pragma omp parallel num_threads(n)
   {
-    std::vector<float> c(s.planes), sf(s.planes), x(p.head_dim);
+    plane_angles angles(s, turns, sin_sign);
+    std::vector<float> x(p.head_dim);
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < p.total_tokens; ++t) {
       const detail::token_place place = detail::locate_token(p, t);
       for (std::int64_t kv = 0; kv < pp.kv_heads; ++kv) {
-        if (kv == 0 || s.freq_rows > 1 || s.phase_rows > 1) {
-          const std::int64_t row = (s.freq_rows == 1 ? 0 : kv) * s.planes;
-          if (s.phases == nullptr) {
-            const std::int64_t m = detail::position_of(p, t, place, 0);
-            const math::phase_t* f = fractions.data() + row;
-#pragma omp simd
-            for (int j = 0; j < s.planes; ++j) {
-              const math::sin_cos sc = math::sincos_of_phase(math::phase_at(m, f[j]));
-              c[j] = sc.cos;
-              sf[j] = sin_sign * sc.sin;
-            }
-          } else {
-            const double position = position_value(s, p, kv, t, place);
-            const double* turns = theta_turns.data() + row;
-#pragma omp simd
-            for (int j = 0; j < s.planes; ++j) {
-              const math::sin_cos sc = math::sincos_of_phase(math::phase_of_turns(position * turns[j]));
-              c[j] = sc.cos;
-              sf[j] = sin_sign * sc.sin;
-            }
-          }
-        }
+        if (angles.own_row(kv)) angles.fill(p, kv, t, place);
         for_group_heads(p, pp.group, kv, [&](const detail::qk_operand& op, std::int64_t h) {
           const std::int64_t at = detail::token_offset(op, p, t, place) + h * op.head_stride;
-          const auto* in = static_cast<const Storage*>(op.in) + at;
-          auto* out = static_cast<Storage*>(op.out) + at;
-          for (int ch = 0; ch < p.head_dim; ++ch) x[ch] = static_cast<float>(in[ch]);
-          if (s.layout == math::layout_kind::half_split) {
-            float* __restrict x0 = x.data();
-            float* __restrict x1 = x.data() + s.planes;
-#pragma omp simd
-            for (int j = 0; j < s.planes; ++j) {
-              const math::pair2<float> y = math::rotate_pair(x0[j], x1[j], sf[j], c[j]);
-              x0[j] = y.first;
-              x1[j] = y.second;
-            }
-          } else {
-            for (int j = 0; j < s.planes; ++j) {
-              const math::pair2<float> y = math::rotate_pair(x[2 * j], x[2 * j + 1], sf[j], c[j]);
-              x[2 * j] = y.first;
-              x[2 * j + 1] = y.second;
-            }
-          }
-          for (int ch = 0; ch < p.head_dim; ++ch) out[ch] = static_cast<Storage>(x[ch]);
+          rotate_head(s, angles, static_cast<const Storage*>(op.in) + at, static_cast<Storage*>(op.out) + at,
+                      x.data());
         });
       }
     }
   }
 }
 
-/// dL/dθ, and dL/dΦ with real phases. Per plane, with y = R(φ)x and g = dL/dy, dL/dφ = g₁y₀ − g₀y₁;
-/// φ = Φ·θ, so dL/dθ gathers Φ·dL/dφ over tokens and heads, dL/dΦ gathers θ·dL/dφ over planes
-/// and heads. A token belongs to one thread: its dΦ entries are written, not accumulated.
-template <class Storage>
-void param_grads_of(const grape_m_spec& s, const grape_m_plan& pp, const void* grad_q, const void* grad_k,
-                 grape_m_grads out) {
+/// dL/dθ and dL/dΦ's shares of one (token, key head) from its planes' dL/dφ (the angle turned is
+/// φ = sign·Φ·θ, so the chain rule carries the sign into both): dtheta [freq_rows, planes] and
+/// dphase [phase_rows] are added to; dL/dθ from Φ − origin (grape_m_grads says why).
+void add_plane_grads(const grape_m_spec& s, const detail::rotate_plan& p, std::int64_t kv, std::int64_t t,
+                     double position, const double* dphi, double* dtheta, double* dphase) {
+  const std::int64_t fr = s.freq_rows == 1 ? 0 : kv, pr = s.phase_rows == 1 ? 0 : kv;
+  const double origin = s.phases && s.phase_origin ? s.phase_origin[pr * p.total_tokens + t] : 0.0;
+  const double phi = s.angle_sign * (position - origin);
+  const double* theta = s.freqs + fr * s.planes;
+  for (int j = 0; j < s.planes; ++j) {
+    dtheta[fr * s.planes + j] += phi * dphi[j];
+    dphase[pr] += s.angle_sign * theta[j] * dphi[j];
+  }
+}
+
+/// Each thread's dL/dθ summed into out.freqs (when asked for).
+void sum_partial_freqs(const std::vector<double>& partial, std::size_t freq_count, int threads, double* out) {
+  if (out == nullptr) return;
+  for (std::size_t i = 0; i < freq_count; ++i) {
+    double sum = 0;
+    for (int th = 0; th < threads; ++th) sum += partial[static_cast<std::size_t>(th) * freq_count + i];
+    out[i] = sum;
+  }
+}
+
+/// A pass that gives dL/dθ and dL/dΦ (either may be null in `out`): per (token, key head),
+/// body(t, place, kv, dphi) adds that key head's planes' dL/dφ into dphi (and writes whatever else
+/// its pass writes); make_body() gives each thread its body. Per plane, with y = R(φ)x and
+/// g = dL/dy, dL/dφ = g₁y₀ − g₀y₁. A token belongs to one thread: its dΦ entries are written, not
+/// accumulated; dL/dθ is summed per thread in float64, then over threads.
+template <class MakeBody>
+void plane_grads_pass(const grape_m_spec& s, const grape_m_plan& pp, grape_m_grads out, MakeBody make_body) {
   const detail::rotate_plan& p = pp.owned.plan;
-  const int rd = 2 * s.planes;
   const std::size_t freq_count = static_cast<std::size_t>(s.freq_rows) * s.planes;
   const int n = p.threads > 0 ? p.threads : detail::max_threads();
   std::vector<double> partial(static_cast<std::size_t>(n) * freq_count, 0.0);
 #pragma omp parallel num_threads(n)
   {
     double* dtheta = partial.data() + static_cast<std::size_t>(detail::thread_index()) * freq_count;
-    std::vector<double> cs(s.planes), sn(s.planes), dphi(s.planes), dphase(s.phase_rows);
+    std::vector<double> dphi(s.planes), dphase(s.phase_rows);
+    auto body = make_body();
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < p.total_tokens; ++t) {
       const detail::token_place place = detail::locate_token(p, t);
       std::fill(dphase.begin(), dphase.end(), 0.0);
       for (std::int64_t kv = 0; kv < pp.kv_heads; ++kv) {
-        const double position = position_value(s, p, kv, t, place);
-        phase_table(s, kv, position, cs.data(), sn.data());
-        for (int j = 0; j < s.planes; ++j) sn[j] *= s.angle_sign;
         std::fill(dphi.begin(), dphi.end(), 0.0);
-        for_group_heads(p, pp.group, kv, [&](const detail::qk_operand& op, std::int64_t h) {
-          const std::int64_t at = detail::token_offset(op, p, t, place) + h * op.head_stride;
-          const auto* x = static_cast<const Storage*>(op.in) + at;
-          const auto* g = static_cast<const Storage*>(&op == &p.q ? grad_q : grad_k) + at;
-          for (int j = 0; j < s.planes; ++j) {
-            const int c0 = math::first_channel(s.layout, j, rd), c1 = math::second_channel(s.layout, j, rd);
-            const math::pair2<double> y = math::rotate_pair<double>(static_cast<float>(x[c0]),
-                                                                   static_cast<float>(x[c1]), sn[j], cs[j]);
-            dphi[j] += static_cast<float>(g[c1]) * y.first - static_cast<float>(g[c0]) * y.second;
-          }
-        });
-        const std::int64_t fr = s.freq_rows == 1 ? 0 : kv, pr = s.phase_rows == 1 ? 0 : kv;
-        // φ = sign·Φ·θ: the chain rule carries the sign into both gradients; dL/dθ from Φ − origin.
-        const double origin = s.phases && s.phase_origin ? s.phase_origin[pr * p.total_tokens + t] : 0.0;
-        const double phi = s.angle_sign * (position - origin);
-        const double* theta = s.freqs + fr * s.planes;
-        for (int j = 0; j < s.planes; ++j) {
-          dtheta[fr * s.planes + j] += phi * dphi[j];
-          dphase[pr] += s.angle_sign * theta[j] * dphi[j];
-        }
+        body(t, place, kv, dphi.data());
+        add_plane_grads(s, p, kv, t, position_value(s, p, kv, t, place), dphi.data(), dtheta, dphase.data());
       }
-      if (out.phases != nullptr)  // (integer positions: refused above)
+      if (out.phases != nullptr)  // (integer positions: refused before)
         for (int r = 0; r < s.phase_rows; ++r) out.phases[r * p.total_tokens + t] = dphase[r];
     }
   }
-  if (out.freqs != nullptr)
-    for (std::size_t i = 0; i < freq_count; ++i) {
-      double sum = 0;
-      for (int th = 0; th < n; ++th) sum += partial[static_cast<std::size_t>(th) * freq_count + i];
-      out.freqs[i] = sum;
-    }
+  sum_partial_freqs(partial, freq_count, n, out.freqs);
+}
+
+/// grape_m_param_grads: y = R(φ)x formed again from the inputs x, with cos/sin in float64.
+template <class Storage>
+void param_grads_of(const grape_m_spec& s, const grape_m_plan& pp, const void* grad_q, const void* grad_k,
+                    grape_m_grads out) {
+  const detail::rotate_plan& p = pp.owned.plan;
+  const int rd = 2 * s.planes;
+  plane_grads_pass(s, pp, out, [&] {
+    return [&, cs = std::vector<double>(s.planes), sn = std::vector<double>(s.planes)](
+               std::int64_t t, detail::token_place place, std::int64_t kv, double* dphi) mutable {
+      phase_table(s, kv, position_value(s, p, kv, t, place), cs.data(), sn.data());
+      for (int j = 0; j < s.planes; ++j) sn[j] *= s.angle_sign;
+      for_group_heads(p, pp.group, kv, [&](const detail::qk_operand& op, std::int64_t h) {
+        const std::int64_t at = detail::token_offset(op, p, t, place) + h * op.head_stride;
+        const auto* x = static_cast<const Storage*>(op.in) + at;
+        const auto* g = static_cast<const Storage*>(&op == &p.q ? grad_q : grad_k) + at;
+        for (int j = 0; j < s.planes; ++j) {
+          const int c0 = math::first_channel(s.layout, j, rd), c1 = math::second_channel(s.layout, j, rd);
+          const math::pair2<double> y = math::rotate_pair<double>(static_cast<float>(x[c0]),
+                                                                 static_cast<float>(x[c1]), sn[j], cs[j]);
+          dphi[j] += static_cast<float>(g[c1]) * y.first - static_cast<float>(g[c0]) * y.second;
+        }
+      });
+    };
+  });
+}
+
+/// grape_m_rotate_qk_backward_with_grads: y read from the forward's outputs; per (token, key head)
+/// one float32 cos/sin table turns g back and nothing else is formed.
+template <class Storage>
+void backward_with_grads_of(const grape_m_spec& s, const grape_m_plan& pp, const void* rotated_q,
+                            const void* rotated_k, grape_m_grads out) {
+  const detail::rotate_plan& p = pp.owned.plan;
+  const int rd = 2 * s.planes;
+  const detail::grape_m_turns turns = detail::turns_of(s);
+  plane_grads_pass(s, pp, out, [&] {
+    return [&, angles = plane_angles(s, turns, static_cast<float>(-s.angle_sign)),
+            x = std::vector<float>(p.head_dim)](std::int64_t t, detail::token_place place, std::int64_t kv,
+                                                double* dphi) mutable {
+      if (angles.own_row(kv)) angles.fill(p, kv, t, place);
+      for_group_heads(p, pp.group, kv, [&](const detail::qk_operand& op, std::int64_t h) {
+        const std::int64_t at = detail::token_offset(op, p, t, place) + h * op.head_stride;
+        const auto* y = static_cast<const Storage*>(&op == &p.q ? rotated_q : rotated_k) + at;
+        const auto* g = static_cast<const Storage*>(op.in) + at;
+        for (int j = 0; j < s.planes; ++j) {  // before g is turned back (out may be in)
+          const int c0 = math::first_channel(s.layout, j, rd), c1 = math::second_channel(s.layout, j, rd);
+          dphi[j] += static_cast<double>(static_cast<float>(g[c1])) * static_cast<float>(y[c0]) -
+                     static_cast<double>(static_cast<float>(g[c0])) * static_cast<float>(y[c1]);
+        }
+        rotate_head(s, angles, g, static_cast<Storage*>(op.out) + at, x.data());
+      });
+    };
+  });
 }
 
 void rotate(const grape_m_spec& s, const rotate_qk_args& args, bool backward) {
@@ -201,6 +283,12 @@ void rotate(const grape_m_spec& s, const rotate_qk_args& args, bool backward) {
 void grape_m_rotate_qk(const grape_m_spec& spec, const rotate_qk_args& args) { rotate(spec, args, false); }
 
 void grape_m_rotate_qk_backward(const grape_m_spec& spec, const rotate_qk_args& args) { rotate(spec, args, true); }
+
+void grape_m_rotate_qk_backward_with_grads(const grape_m_spec& s, const rotate_qk_args& backward,
+                                           const void* rotated_q, const void* rotated_k, grape_m_grads out) {
+  const grape_m_plan pp = detail::plan_grape_m(s, detail::backward_grads_call_args(s, backward, rotated_q, rotated_k, out));
+  detail::with_storage(backward.type, [&]<class T>() { backward_with_grads_of<T>(s, pp, rotated_q, rotated_k, out); });
+}
 
 void grape_m_param_grads(const grape_m_spec& s, const rotate_qk_args& forward, const void* grad_q,
                          const void* grad_k, grape_m_grads out) {

@@ -17,7 +17,8 @@
 // rotate_qk's sine and cosine (one shared row of θ >= 0 runs rotate_qk itself). Real phases: the
 // angle Φ·θ is formed in float64 and reduced to a turn fraction, whose cos/sin are rotate_qk's, so
 // the angle error is about |Φθ|·2⁻⁵², not float32's |Φθ|·2⁻²⁴ (docs/precision.md). The gradients
-// take cos/sin in float64 and accumulate in float64.
+// accumulate in float64: grape_m_param_grads forms y = R(φ)x with cos/sin in float64,
+// grape_m_rotate_qk_backward_with_grads reads the float32 y the forward wrote.
 #include <cstdint>
 
 #include "common/grape_m_args.hpp"
@@ -33,6 +34,14 @@ void grape_m_rotate_qk(const grape_m_spec& spec, const rotate_qk_args& args);
 
 /// Backward: reads dL/d(out) from `in`, writes dL/d(in) to `out` (rotation by −angle).
 void grape_m_rotate_qk_backward(const grape_m_spec& spec, const rotate_qk_args& args);
+
+/// The backward and the parameters' gradients in one pass: reads dL/d(out) from `in`, writes
+/// dL/d(in) to `out` (which may be `in`), and gives dL/dθ and dL/dΦ as grape_m_param_grads does,
+/// formed from the forward's outputs rotated_q / rotated_k (addressed like `in`) instead of its
+/// inputs: one float32 cos/sin table per token and key head serves both (the fused attention's
+/// backward, which holds the rotated Q and K).
+void grape_m_rotate_qk_backward_with_grads(const grape_m_spec& spec, const rotate_qk_args& backward,
+                                           const void* rotated_q, const void* rotated_k, grape_m_grads out);
 
 /// dL/dθ and dL/dΦ (grape_m_grads, common/grape_m_args.hpp) from dL/d(out).
 void grape_m_param_grads(const grape_m_spec& spec, const rotate_qk_args& forward, const void* grad_q,

@@ -39,14 +39,19 @@ inline phase_call phase_call_of(const phase_rotation& r, const std::vector<std::
   return c;
 }
 
-/// dL/dθ [freq_rows, planes] and dL/dΦ [phase_rows, r.length] (either may be null; overwritten) of
-/// the call whose rotated operands' gradients are grad_q and grad_k (float32, `forward`'s strides),
-/// its sequences starting at the tokens `first`: the GRAPE-M kernel's, dL/dθ with each sequence's
-/// first phase as its origin (cpu::grape_m_param_grads says why), and each token's dL/dΦ added to
-/// the phase its token read.
-inline void phase_param_grads(const phase_rotation& r, const phase_call& c, const std::vector<std::int64_t>& first,
-                              const rotate_qk_args& forward, const float* grad_q, const float* grad_k,
-                              double* grad_freqs, double* grad_phases) {
+/// The rotation's backward on the call's gradients dq, dk (float32, `rotated`'s strides; turned
+/// back in place), with dL/dθ [freq_rows, planes] and dL/dΦ [phase_rows, r.length] when asked for
+/// (either may be null; overwritten) from the rotated Q and K in `rotated`: the GRAPE-M kernel's
+/// one pass (grape_m_rotate_qk_backward_with_grads), dL/dθ with each sequence's first phase as its
+/// origin (grape_m_grads says why), and each token's dL/dΦ added to the phase its token read. The
+/// sequences start at the tokens `first`.
+inline void phase_backward(const phase_rotation& r, const phase_call& c, const std::vector<std::int64_t>& first,
+                           const rotate_qk_args& rotated, float* dq, float* dk, double* grad_freqs,
+                           double* grad_phases) {
+  rotate_qk_args back = rotated;
+  back.q.in = back.q.out = dq;
+  back.k.in = back.k.out = dk;
+  if (!grad_freqs && !grad_phases) return grape_m_rotate_qk_backward(c.spec, back);
   const std::int64_t total = static_cast<std::int64_t>(c.positions.size());
   std::vector<double> per_token(grad_phases ? static_cast<std::size_t>(r.phase_rows * total) : 0);
   std::vector<double> origin(c.phases.size());
@@ -57,7 +62,8 @@ inline void phase_param_grads(const phase_rotation& r, const phase_call& c, cons
   }
   grape_m_spec spec = c.spec;
   spec.phase_origin = origin.data();
-  grape_m_param_grads(spec, forward, grad_q, grad_k, {grad_freqs, grad_phases ? per_token.data() : nullptr});
+  grape_m_rotate_qk_backward_with_grads(spec, back, rotated.q.in, rotated.k.in,
+                                        {grad_freqs, grad_phases ? per_token.data() : nullptr});
   if (!grad_phases) return;
   std::fill_n(grad_phases, r.phase_rows * r.length, 0.0);
   for (int row = 0; row < r.phase_rows; ++row)

@@ -117,7 +117,7 @@ t5_encoding with_t5_table(const t5_encoding& e, std::vector<double> table, int h
                                   heads, table.size()));
   grape::detail::require_count("num_buckets", e.num_buckets, e.bidirectional ? 4 : 2);
   grape::detail::require_count("max_distance", e.max_distance, e.num_buckets);
-  for (std::size_t i = 0; i < table.size(); ++i) grape::detail::require_finite(fmt::format("table[{}]", i), table[i]);
+  for (std::size_t i = 0; i < table.size(); ++i) grape::detail::require_finite_at("table", i, table[i]);
   t5_encoding r = e;
   r.heads = heads;
   r.table = std::move(table);

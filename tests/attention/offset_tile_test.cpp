@@ -86,6 +86,9 @@ TEST(OffsetTile, GatedGrapeATileEqualsItsPerLogitBias) {
     for (const bool consecutive : {true, false}) {
       tile_equals_each_logit(key.bias, rng, consecutive);
       tile_equals_each_logit(both.bias, rng, consecutive);
+      // Runs that start close together: most tiles hold the diagonal (masked and unmasked columns).
+      tile_equals_each_logit(key.bias, rng, consecutive, {60, 200});
+      tile_equals_each_logit(both.bias, rng, consecutive, {60, 200});
     }
   const auto short_gates = grape_a_key_gated::make({1, 8, {}, std::vector<double>(10, 0.5)});
   const std::int64_t m[] = {9, 10}, n[] = {0};

@@ -228,9 +228,18 @@ void expect_param_grads_match(problem p) {
   std::vector<float> gq(p.q.size()), gk(p.k.size());
   for (auto& v : gq) v = static_cast<float>(unit(rng));
   for (auto& v : gk) v = static_cast<float>(unit(rng));
+  // Both kernels that give the gradients: grape_m_param_grads from the inputs, and the backward
+  // with gradients from the rotated outputs (which also turns g back: checked against the formula).
   std::vector<double> dtheta(p.freqs.size(), -1.0), dphi(p.phases.size(), -1.0);
+  std::vector<double> fused_dtheta(p.freqs.size(), -1.0), fused_dphi(p.phases.size(), -1.0);
   cpu::grape_m_param_grads(p.spec(), p.args(p.q.data(), nullptr, p.k.data(), nullptr), gq.data(), gk.data(),
                            {dtheta.data(), p.real_phases ? dphi.data() : nullptr});
+  std::vector<float> yq(p.q.size()), yk(p.k.size()), dq = gq, dk = gk;
+  cpu::grape_m_rotate_qk(p.spec(), p.args(p.q.data(), yq.data(), p.k.data(), yk.data()));
+  cpu::grape_m_rotate_qk_backward_with_grads(p.spec(), p.args(dq.data(), dq.data(), dk.data(), dk.data()), yq.data(),
+                                             yk.data(), {fused_dtheta.data(), p.real_phases ? fused_dphi.data() : nullptr});
+  EXPECT_LE(max_error(dq, p.reference(widen(gq), p.hq, true, -1, p.freqs, p.phases)), 4e-6);
+  EXPECT_LE(max_error(dk, p.reference(widen(gk), p.hk, false, -1, p.freqs, p.phases)), 4e-6);
   const auto gqd = widen(gq), gkd = widen(gk);
   // Central difference of L in one entry of θ or Φ (a copy of both, one entry moved by ±h).
   auto central = [&](bool of_theta, std::size_t i, double h) {
@@ -245,11 +254,13 @@ void expect_param_grads_match(problem p) {
   for (std::size_t i = 0; i < p.freqs.size(); ++i) {
     const double want = central(true, i, 1e-6 * std::max(1e-3, std::abs(p.freqs[i])));
     EXPECT_NEAR(dtheta[i], want, 1e-4 * (1 + std::abs(want))) << "dθ[" << i << "]";
+    EXPECT_NEAR(fused_dtheta[i], want, 1e-4 * (1 + std::abs(want))) << "dθ[" << i << "], with the backward";
   }
   if (!p.real_phases) return;
   for (std::size_t i = 0; i < p.phases.size(); ++i) {
     const double want = central(false, i, 1e-6);
     EXPECT_NEAR(dphi[i], want, 1e-4 * (1 + std::abs(want))) << "dΦ[" << i << "]";
+    EXPECT_NEAR(fused_dphi[i], want, 1e-4 * (1 + std::abs(want))) << "dΦ[" << i << "], with the backward";
   }
 }
 
@@ -402,6 +413,18 @@ TEST(GrapeM, BadArgumentsAreNamed) {
   } catch (const input_error& e) {
     EXPECT_NE(std::string(e.what()).find("q"), std::string::npos) << e.what();
   }
+  // The backward with gradients names the rotated operand it lacks, and writes nothing.
+  std::vector<float> dq(p.q.size(), 7.0f), dk(p.k.size(), 7.0f);
+  std::vector<double> dtheta(p.freqs.size(), 7.0);
+  try {
+    cpu::grape_m_rotate_qk_backward_with_grads(p.spec(), p.args(p.q.data(), dq.data(), p.k.data(), dk.data()),
+                                               p.q.data(), nullptr, {dtheta.data(), nullptr});
+    ADD_FAILURE() << "no error for a missing rotated_k";
+  } catch (const input_error& e) {
+    EXPECT_NE(std::string(e.what()).find("grape_m: rotated_k is null"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::all_of(dq.begin(), dq.end(), [](float v) { return v == 7.0f; }));
+  EXPECT_TRUE(std::all_of(dtheta.begin(), dtheta.end(), [](double v) { return v == 7.0; }));
 }
 
 }  // namespace

@@ -15,6 +15,11 @@ inline void require_positive(std::string_view field, double value) {
 inline void require_finite(std::string_view field, double value) {
   if (!std::isfinite(value)) throw input_error(fmt::format("{}: must be finite (got {})", field, value));
 }
+/// require_finite for element `index` of the array `array`: the field's name is formatted only when
+/// the value fails (a check per element of a per-token array runs on every call).
+inline void require_finite_at(std::string_view array, long long index, double value) {
+  if (!std::isfinite(value)) throw input_error(fmt::format("{}[{}]: must be finite (got {})", array, index, value));
+}
 inline void require_count(std::string_view field, long long value, long long at_least = 1) {
   if (value < at_least) throw input_error(fmt::format("{}: must be >= {} (got {})", field, at_least, value));
 }

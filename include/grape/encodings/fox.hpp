@@ -126,7 +126,7 @@ struct fox final : encoding<translation<1>, no_representation, score_bias<forget
       b.prefix[h * (b.length + 1)] = 0;
       for (std::int64_t l = 0; l < b.length; ++l) {
         const double z = p.gate_logits[h * b.length + l];
-        detail::require_finite(fmt::format("gate_logits[{}]", h * b.length + l), z);
+        detail::require_finite_at("gate_logits", h * b.length + l, z);
         sum += math::log_sigmoid(z);
         b.prefix[h * (b.length + 1) + l + 1] = sum;
       }

@@ -22,6 +22,7 @@
 #include "grape/encoding.hpp"
 #include "grape/encodings/alibi.hpp"
 #include "grape/group/translation.hpp"
+#include "grape/inject/offset_tile.hpp"
 #include "grape/inject/score_bias.hpp"
 #include "grape/math/gated_path_bias.hpp"
 
@@ -51,28 +52,42 @@ struct gated_linear_bias {
 
   /// The tile of queries m[0..rows) × keys n[0..cols) added to S (row r at S + r·ld), equal to
   /// bias() element by element as float (TileBias: the fused attention asks for whole tiles): the
-  /// positions checked once per row and column, each gate read once, −∞ above the diagonal. A
-  /// tile that reaches outside the gate sequence goes logit by logit, so it throws as bias() does.
+  /// positions checked once per row and column, −∞ above the diagonal (a key-gated bias adds a
+  /// query gate of 0, exactly). A tile that reaches outside the gate sequence goes logit by logit,
+  /// so it throws as bias() does.
   void add_tile(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
                 std::int64_t ld) const {
     constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+    if (rows <= 0 || cols <= 0) return;
     bool in_range = true;
     for (std::int64_t r = 0; r < rows; ++r) in_range &= m[r] >= 0 && m[r] < length;
     for (std::int64_t c = 0; c < cols; ++c) in_range &= n[c] >= 0 && n[c] < length;
+    if (!in_range) {
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) S[r * ld + c] += static_cast<float>(bias_with_content(h, m[r], n[c], 0));
+      return;
+    }
     const double* key = key_gate.data() + h * length;
+    const double w = omega[h];
+    // Keys at consecutive positions (a tile of one sequence, the usual case): the gates are one
+    // contiguous run and the distance falls by one a column, so the row vectorizes; the values are
+    // gated_linear_value's, operation for operation.
+    const bool consecutive = consecutive_positions(n, cols);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* row = S + r * ld;
       const std::int64_t mr = m[r];
-      if (!in_range) {
-        for (std::int64_t c = 0; c < cols; ++c) row[c] += static_cast<float>(bias_with_content(h, mr, n[c], 0));
-      } else if (query_gate.empty()) {
-        for (std::int64_t c = 0; c < cols; ++c)
-          row[c] += n[c] > mr ? minus_inf : static_cast<float>(math::gated_linear_value(mr - n[c], omega[h], key[n[c]]));
+      const double query = query_gate.empty() ? 0.0 : query_gate[h * length + mr];
+      if (consecutive) {  // the columns up to the diagonal, then the masked ones: no test per logit
+        const double* gate = key + n[0];
+        const std::int64_t diagonal = mr - n[0];  // the column at distance 0
+        const std::int64_t seen = std::clamp<std::int64_t>(diagonal + 1, 0, cols);
+        for (std::int64_t c = 0; c < seen; ++c)
+          row[c] += static_cast<float>(-static_cast<double>(diagonal - c) * w * (gate[c] + query));
+        for (std::int64_t c = seen; c < cols; ++c) row[c] += minus_inf;
       } else {
-        const double query = query_gate[h * length + mr];
         for (std::int64_t c = 0; c < cols; ++c)
           row[c] += n[c] > mr ? minus_inf
-                              : static_cast<float>(math::gated_linear_value(mr - n[c], omega[h], key[n[c]] + query));
+                              : static_cast<float>(math::gated_linear_value(mr - n[c], w, key[n[c]] + query));
       }
     }
   }
@@ -104,11 +119,22 @@ struct gated_linear_bias {
                             const float* dS, std::int64_t ld, double* acc) const {
     const double w = omega[h];
     double d_omega = 0;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      double column = 0;  // Σ_r g·∂b/∂(ω·rate) = Σ_r g·(n − m)
-      for (std::int64_t r = 0; r < rows; ++r) column += dS[r * ld + c] * static_cast<double>(n[c] - m[r]);
-      acc[num_heads + h * length + n[c]] += column * w;
-      d_omega += column * key_gate[h * length + n[c]];
+    // Σ_r g·∂b/∂(ω·rate) = Σ_r g·(n − m) per column, over the rows in order: row by row across a
+    // chunk of columns, so the inner loop runs along dS's rows.
+    constexpr std::int64_t chunk = 64;
+    double column[chunk], key_position[chunk];
+    for (std::int64_t c0 = 0; c0 < cols; c0 += chunk) {
+      const std::int64_t width = std::min(chunk, cols - c0);
+      for (std::int64_t c = 0; c < width; ++c) column[c] = 0, key_position[c] = static_cast<double>(n[c0 + c]);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* g = dS + r * ld + c0;
+        const double query_position = static_cast<double>(m[r]);
+        for (std::int64_t c = 0; c < width; ++c) column[c] += g[c] * (key_position[c] - query_position);
+      }
+      for (std::int64_t c = 0; c < width; ++c) {
+        acc[num_heads + h * length + n[c0 + c]] += column[c] * w;
+        d_omega += column[c] * key_gate[h * length + n[c0 + c]];
+      }
     }
     if (!query_gate.empty())
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -149,7 +175,7 @@ inline std::vector<double> gate_values(std::string_view field, const std::vector
   length = static_cast<std::int64_t>(logits.size()) / heads;
   std::vector<double> g(logits.size());
   for (std::size_t k = 0; k < logits.size(); ++k) {
-    require_finite(fmt::format("{}[{}]", field, k), logits[k]);
+    require_finite_at(field, k, logits[k]);
     g[k] = softplus(logits[k]);
   }
   return g;
@@ -164,7 +190,7 @@ inline gated_linear_bias make_gated_linear_bias(int heads, const std::vector<dou
   gated_linear_bias b{heads, 0, alibi_slopes(heads), {}, {}};
   for (int h = 0; h < heads; ++h) {
     const double w = omega_logits.empty() ? unit_softplus_logit() : omega_logits[h];
-    require_finite(fmt::format("omega_logits[{}]", h), w);
+    require_finite_at("omega_logits", h, w);
     b.omega[h] *= softplus(w);
   }
   b.key_gate = gate_values("key_gate_logits", key_gate_logits, heads, b.length);

@@ -228,7 +228,7 @@ inline path_integral_bias make_path_integral_bias(int heads, int p_dim, double n
   for (std::size_t t = 0; t < projections.size(); t += p_dim) {
     double mean_square = 0;
     for (int k = 0; k < p_dim; ++k) {
-      require_finite(fmt::format("projections[{}]", t + k), projections[t + k]);
+      require_finite_at("projections", t + k, projections[t + k]);
       mean_square += projections[t + k] * projections[t + k];
     }
     const double scale = 1.0 / std::sqrt(mean_square / p_dim + norm_eps);

@@ -42,8 +42,8 @@ struct grape_m final : encoding<translation<1>, rank2_rotation, rotate_qk<layout
       throw input_error(fmt::format("a, b: must hold head_dim = {} values each (got {} and {})", p.head_dim,
                                     p.a.size(), p.b.size()));
     for (std::size_t i = 0; i < p.a.size(); ++i) {
-      detail::require_finite(fmt::format("a[{}]", i), p.a[i]);
-      detail::require_finite(fmt::format("b[{}]", i), p.b[i]);
+      detail::require_finite_at("a", i, p.a[i]);
+      detail::require_finite_at("b", i, p.b[i]);
     }
     return {rank2_rotation(p.a, p.b, p.omega), p.head_dim, 1.0};
   }

@@ -92,12 +92,12 @@ struct grape_m_contextual final : encoding<translation<1>, no_representation, ro
                                     planes, p.heads * planes, p.freqs.size()));
     }
     r.freq_rows = static_cast<int>(r.freqs.size()) / planes;
-    for (std::size_t i = 0; i < r.freqs.size(); ++i) detail::require_finite(fmt::format("freqs[{}]", i), r.freqs[i]);
+    for (std::size_t i = 0; i < r.freqs.size(); ++i) detail::require_finite_at("freqs", i, r.freqs[i]);
     if (p.phases.empty() || p.phases.size() % p.phase_rows != 0)
       throw input_error(fmt::format("phases: must hold phase_rows x length values, length >= 1 (got {})",
                                     p.phases.size()));
     r.length = static_cast<std::int64_t>(p.phases.size()) / p.phase_rows;
-    for (std::size_t i = 0; i < p.phases.size(); ++i) detail::require_finite(fmt::format("phases[{}]", i), p.phases[i]);
+    for (std::size_t i = 0; i < p.phases.size(); ++i) detail::require_finite_at("phases", i, p.phases[i]);
     r.phases = p.phases;
     return r;
   }

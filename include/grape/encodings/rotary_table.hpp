@@ -46,7 +46,7 @@ struct rotary_table final : encoding<translation<1>, rotation_planes<1>, rotate_
     if (s.num_axes != 1) throw input_error("num_axes: rotary_table takes token positions (1 axis)");
     if (static_cast<int>(s.inv_freq.size()) != s.rotary_dim / 2)
       throw input_error(fmt::format("inv_freq: must hold rotary_dim/2 = {} values (got {})", s.rotary_dim / 2, s.inv_freq.size()));
-    for (std::size_t i = 0; i < s.inv_freq.size(); ++i) detail::require_finite(fmt::format("inv_freq[{}]", i), s.inv_freq[i]);
+    for (std::size_t i = 0; i < s.inv_freq.size(); ++i) detail::require_finite_at("inv_freq", i, s.inv_freq[i]);
     return {rotation_planes<1>::from_inv_freq(s.inv_freq), s.head_dim, s.attention_factor};
   }
 };
