@@ -89,6 +89,14 @@ TEST(T5Bucket, AgreesWithTheTranscribedReference) {
       for (std::int64_t rel = -3000; rel <= 3000; rel += 7)
         EXPECT_EQ(t5_bucket(rel, bidirectional, buckets, 128), grape::reference::t5_bucket(rel, bidirectional, buckets, 128))
             << rel;
+  // Every offset around max_distance, where the kernel stops taking the logarithm.
+  for (bool bidirectional : {true, false})
+    for (int buckets : {8, 32})
+      for (int max_distance : {buckets, 100, 128, 1000})
+        for (std::int64_t rel = -2 * max_distance - 3; rel <= 2 * max_distance + 3; ++rel)
+          ASSERT_EQ(t5_bucket(rel, bidirectional, buckets, max_distance),
+                    grape::reference::t5_bucket(rel, bidirectional, buckets, max_distance))
+              << rel << " " << buckets << " " << max_distance;
 }
 
 TEST(T5Bucket, SmallOffsetsHaveTheirOwnBucket) {

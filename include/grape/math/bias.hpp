@@ -38,6 +38,9 @@ GRAPE_HOST_DEVICE inline int t5_bucket(std::int64_t relative_position, bool bidi
   }
   const int max_exact = num_buckets / 2;
   if (n < max_exact) return bucket + static_cast<int>(n);
+  // From max_distance on, the formula below reaches num_buckets or more and is clamped to the last
+  // bucket: no logarithm is needed there (most of a long sequence's offsets).
+  if (n >= max_distance && max_distance > max_exact) return bucket + num_buckets - 1;
   const double scaled = log(static_cast<double>(n) / max_exact) /
                         log(static_cast<double>(max_distance) / max_exact) * (num_buckets - max_exact);
   std::int64_t large = max_exact + static_cast<std::int64_t>(scaled);
