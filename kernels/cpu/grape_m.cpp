@@ -5,7 +5,9 @@
 // token and key head a cos/sin table from turn fractions — exact ones, m·f mod 2^64, for integer
 // positions; for real phases the angle Φ·θ/2π formed in float64 and its fraction taken to 2^-63
 // turn — with rotate_qk's sine and cosine (math/sincos.hpp), then the float32 rotation of the key
-// head and its query group. Every parameter gradient: the same angle, its cos/sin in float64.
+// head and its query group. The parameter gradients: the same angle, with y = R(φ)x formed again
+// in float64 (grape_m_param_grads) or read from the forward's output while the same float32 table
+// turns the gradients back (grape_m_rotate_qk_backward_with_grads).
 #include "cpu/grape_m.hpp"
 
 #include <algorithm>
