@@ -311,17 +311,17 @@ int main(int argc, char** argv) {
         for (bool inplace : {true, false})
           for (int threads : {1, 2})
             for (bool cached : {false, true})
-              cases.push_back({type, layout, inplace, threads, cached, tokens, false, {}});
+              cases.push_back({type, layout, inplace, threads, cached, tokens, false, {}, {}});
   // The fused QK-norm + RoPE + KV-cache write (Q in place, half-split, on the fly).
   for (std::int64_t tokens : sizes)
     for (dtype type : {dtype::f32, dtype::bf16})
       for (int threads : {1, 2})
-        cases.push_back({type, layout_kind::half_split, true, threads, false, tokens, true, {}});
+        cases.push_back({type, layout_kind::half_split, true, threads, false, tokens, true, {}, {}});
 
   // Every representation through the instance road (f32 in place, the first size only).
   for (const std::string& rep : representation_names())
     for (int threads : {1, 2})
-      cases.push_back({dtype::f32, layout_kind::half_split, true, threads, false, sizes.front(), false, rep});
+      cases.push_back({dtype::f32, layout_kind::half_split, true, threads, false, sizes.front(), false, rep, {}});
 
   // Every bias tile over the causal square of bias_tokens, in the first size's rounds.
   for (const std::string& bias : bias_names())

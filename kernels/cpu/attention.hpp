@@ -100,7 +100,8 @@ rotate_qk_args contiguous_f32(const qk_args& a, float* q, float* k, int d);
 void from_float(dtype type, const std::vector<float>& x, float scale, void* out);
 
 /// The bias of one sequence (the call's tokens from `first`) as the flash loop asks for it: per
-/// logit, and per tile where the encoding's bias has add_tile (TileBias: ALiBi, T5, FoX).
+/// logit, per tile where the encoding's bias has add_tile (TileBias: ALiBi, T5, FoX), and as a
+/// Toeplitz tile's distinct values where it gives them (OffsetTileBias: ALiBi, T5).
 template <class Inputs>
 struct sequence_bias {
   using bias_type = std::remove_cvref_t<std::remove_pointer_t<typename Inputs::bias_pointer>>;
@@ -115,6 +116,13 @@ struct sequence_bias {
   {
     in.bias->add_tile(static_cast<int>(h), in.pos.data() + first + i0, rows, in.k_pos.data() + key_first + j0, cols,
                       S, ld);
+  }
+  bool offset_values(std::int64_t h, std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols,
+                     float* values) const
+    requires OffsetTileBias<bias_type>
+  {
+    return in.bias->offset_values(static_cast<int>(h), in.pos.data() + first + i0, rows,
+                                  in.k_pos.data() + key_first + j0, cols, values);
   }
   /// A bias whose rows are cheaper computed once per query block than once per tile (GRAPE-AP's
   /// suffix sums): the forward asks for the block's rows, then adds each tile from them.

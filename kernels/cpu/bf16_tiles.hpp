@@ -47,8 +47,11 @@ void round_columns(element* out, std::int64_t ld_out, const float* a, std::int64
                    std::int64_t depth);
 
 /// C [rows × cols] (row r at c + r·ldc) = A·B, or += when `accumulate`: A as round_rows wrote it
-/// (ld elements apart), B as pack_b packed it; float32 sums.
+/// (ld elements apart), B as pack_b packed it; float32 sums. With `toeplitz`, C[r][c] also gets
+/// toeplitz[c − r] (read from toeplitz[1 − rows] to toeplitz[cols − 1]) added as the sums are
+/// stored: a bias of the offset n − m (ALiBi, T5) without a pass of its own over C, bit for bit
+/// what adding it after the product gives.
 void multiply(float* c, std::int64_t ldc, const element* a, std::int64_t lda, const element* b, std::int64_t rows,
-              std::int64_t cols, std::int64_t depth, bool accumulate);
+              std::int64_t cols, std::int64_t depth, bool accumulate, const float* toeplitz = nullptr);
 
 }  // namespace grape::cpu::detail::bf16

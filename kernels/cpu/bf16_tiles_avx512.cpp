@@ -17,10 +17,11 @@ __mmask16 first_lanes(std::int64_t n) { return n >= 16 ? __mmask16(0xffff) : __m
 
 /// Rows [0, Mr) × column blocks [0, Nv) of C from A rows (lda apart) and B's blocks (`blocks`
 /// per pair): Mr·Nv accumulators in registers, one B load per block and one A broadcast per row
-/// for each pair. `last` masks the columns of the last block.
+/// for each pair. `last` masks the columns of the last block. With `toeplitz`, row r's sums get
+/// toeplitz[c − r] added as they are stored (after the sums, as a separate pass would add them).
 template <int Mr, int Nv>
 void micro_tile(float* c, std::int64_t ldc, const element* a, std::int64_t lda, const element* b, std::int64_t blocks,
-                std::int64_t pairs_, __mmask16 last, bool accumulate) {
+                std::int64_t pairs_, __mmask16 last, bool accumulate, const float* toeplitz) {
   __m512 acc[Mr][Nv];
   for (int r = 0; r < Mr; ++r)
     for (int v = 0; v < Nv; ++v)
@@ -37,28 +38,36 @@ void micro_tile(float* c, std::int64_t ldc, const element* a, std::int64_t lda, 
     }
   }
   for (int r = 0; r < Mr; ++r)
-    for (int v = 0; v < Nv; ++v)
-      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == Nv - 1 ? last : __mmask16(0xffff), acc[r][v]);
+    for (int v = 0; v < Nv; ++v) {
+      const __mmask16 m = v == Nv - 1 ? last : __mmask16(0xffff);
+      if (toeplitz) acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(m, toeplitz - r + 16 * v));
+      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, m, acc[r][v]);
+    }
 }
 
 /// Every row of one pass of Nv column blocks: 8 rows at a time (16 accumulators, as fast as 6 × 4
 /// blocks: docs/performance.md, "bf16 tiles on AVX512-BF16"), then the remaining rows.
 template <int Nv>
 void column_pass(float* c, std::int64_t ldc, const element* a, std::int64_t lda, const element* b,
-                 std::int64_t blocks, std::int64_t pairs_, std::int64_t rows, __mmask16 last, bool accumulate) {
+                 std::int64_t blocks, std::int64_t pairs_, std::int64_t rows, __mmask16 last, bool accumulate,
+                 const float* toeplitz) {
   constexpr int Mr = 8;
   std::int64_t m = 0;
-  for (; m + Mr <= rows; m += Mr) micro_tile<Mr, Nv>(c + m * ldc, ldc, a + m * lda, lda, b, blocks, pairs_, last, accumulate);
+  // Row m's offsets start m before row 0's.
+  const auto shifted = [&] { return toeplitz ? toeplitz - m : nullptr; };
+  for (; m + Mr <= rows; m += Mr)
+    micro_tile<Mr, Nv>(c + m * ldc, ldc, a + m * lda, lda, b, blocks, pairs_, last, accumulate, shifted());
   float* cm = c + m * ldc;
   const element* am = a + m * lda;
+  const float* tm = shifted();
   switch (rows - m) {
-    case 7: return micro_tile<7, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate);
-    case 6: return micro_tile<6, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate);
-    case 5: return micro_tile<5, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate);
-    case 4: return micro_tile<4, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate);
-    case 3: return micro_tile<3, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate);
-    case 2: return micro_tile<2, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate);
-    case 1: return micro_tile<1, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate);
+    case 7: return micro_tile<7, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate, tm);
+    case 6: return micro_tile<6, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate, tm);
+    case 5: return micro_tile<5, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate, tm);
+    case 4: return micro_tile<4, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate, tm);
+    case 3: return micro_tile<3, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate, tm);
+    case 2: return micro_tile<2, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate, tm);
+    case 1: return micro_tile<1, Nv>(cm, ldc, am, lda, b, blocks, pairs_, last, accumulate, tm);
     default: return;
   }
 }
@@ -134,15 +143,16 @@ void round_columns(element* out, std::int64_t ld_out, const float* a, std::int64
 }
 
 void multiply(float* c, std::int64_t ldc, const element* a, std::int64_t lda, const element* b, std::int64_t rows,
-              std::int64_t cols, std::int64_t depth, bool accumulate) {
+              std::int64_t cols, std::int64_t depth, bool accumulate, const float* toeplitz) {
   const std::int64_t blocks = column_blocks(cols), np = pairs(depth);
+  const auto at = [&](std::int64_t column) { return toeplitz ? toeplitz + column : nullptr; };
   for (std::int64_t j = 0; j < blocks; j += 2) {
     const bool two = j + 1 < blocks;
     const __mmask16 last = first_lanes(cols - 16 * (two ? j + 1 : j));
     if (two)
-      column_pass<2>(c + 16 * j, ldc, a, lda, b + 32 * j, blocks, np, rows, last, accumulate);
+      column_pass<2>(c + 16 * j, ldc, a, lda, b + 32 * j, blocks, np, rows, last, accumulate, at(16 * j));
     else
-      column_pass<1>(c + 16 * j, ldc, a, lda, b + 32 * j, blocks, np, rows, last, accumulate);
+      column_pass<1>(c + 16 * j, ldc, a, lda, b + 32 * j, blocks, np, rows, last, accumulate, at(16 * j));
   }
 }
 
@@ -157,7 +167,7 @@ void pack_b(element*, const float*, std::int64_t, std::int64_t, std::int64_t, st
 void round_rows(element*, std::int64_t, const float*, std::int64_t, std::int64_t, std::int64_t) { std::abort(); }
 void round_columns(element*, std::int64_t, const float*, std::int64_t, std::int64_t, std::int64_t) { std::abort(); }
 void multiply(float*, std::int64_t, const element*, std::int64_t, const element*, std::int64_t, std::int64_t,
-              std::int64_t, bool) {
+              std::int64_t, bool, const float*) {
   std::abort();
 }
 }  // namespace grape::cpu::detail::bf16

@@ -14,6 +14,7 @@
 // blocks (dQ' and the bias's parameter gradient), which recompute S and dP (7 products).
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -84,8 +85,10 @@ void backward_tile(const flash_sequence& s, const flash_gradients& g, const Prod
   const std::int64_t rows = i1 - i0, cols = j1 - j0, jb = j0 / flash_block;
   const std::int64_t kh = h / (s.q_heads / s.k_heads), vh = h / (s.q_heads / s.v_heads);
   map P(t.p, rows, cols, Eigen::OuterStride<>(t.ld)), dS(t.ds, rows, cols, Eigen::OuterStride<>(t.ld));
-  ops.logits(t, h, kh, vh, i0, rows, jb, cols);  // P = S, dS = dP for now
-  add_bias_and_mask(s, bias, h, i0, j0, P);
+  std::array<float, 2 * flash_block> offset_values;  // an offset bias's Toeplitz tile
+  products_bias_and_mask(s, bias, h, i0, j0, P, offset_values.data(), [&](const float* toeplitz) {
+    ops.logits(t, h, kh, vh, i0, rows, jb, cols, toeplitz);  // P = S (+ the bias), dS = dP for now
+  });
   // lse and D of the rows; a row that saw nothing (lse = −∞) gets P = 0 through a shift of +∞.
   const Eigen::Map<const Eigen::ArrayXf> lse(s.lse + h * s.lse_stride + s.first + i0, rows);
   const Eigen::Map<const Eigen::ArrayXf, 0, Eigen::InnerStride<>> D(g.delta + i0 * s.q_heads + h, rows,

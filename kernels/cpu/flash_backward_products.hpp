@@ -39,15 +39,17 @@ struct f32_backward_products {
       : ops(pack_backward_operands(seq, g, threads)), s(seq) {}
   std::int64_t work_floats() const { return backward_tiles::floats; }  // one packed rhs of a tile
 
-  /// t.p = S and t.ds = dP of queries [i0, i0 + rows) of head h against key block jb (cols keys).
+  /// t.p = S and t.ds = dP of queries [i0, i0 + rows) of head h against key block jb (cols keys);
+  /// with `toeplitz`, S's logit (r, c) then gets toeplitz[c − r] (products_bias_and_mask).
   void logits(const backward_tiles& t, std::int64_t h, std::int64_t kh, std::int64_t vh, std::int64_t i0,
-              std::int64_t rows, std::int64_t jb, std::int64_t cols) const {
+              std::int64_t rows, std::int64_t jb, std::int64_t cols, const float* toeplitz) const {
     for (std::int64_t r = 0; r < rows; ++r) {
       std::fill_n(t.p + r * t.ld, cols, 0.0f);
       std::fill_n(t.ds + r * t.ld, cols, 0.0f);
     }
     packed::multiply_add(t.p, t.ld, ops.k_rows.at(kh, jb), ops.queries(h, i0, s.qk_dim), cols, s.qk_dim, rows);
     packed::multiply_add(t.ds, t.ld, ops.v_rows.at(vh, jb), ops.grad_outs(h, i0, s.v_dim), cols, s.v_dim, rows);
+    if (toeplitz) add_toeplitz(t.p, t.ld, rows, cols, toeplitz);
   }
 
   /// dQ' of queries [i0, i0 + queries) of head h (grad_q laid out as Q) += dS·K' of key block jb.
@@ -172,9 +174,9 @@ struct bf16_backward_products {
   }
 
   void logits(const backward_tiles& t, std::int64_t h, std::int64_t kh, std::int64_t vh, std::int64_t i0,
-              std::int64_t rows, std::int64_t jb, std::int64_t cols) const {
+              std::int64_t rows, std::int64_t jb, std::int64_t cols, const float* toeplitz) const {
     bf16::multiply(t.p, t.ld, q_rows.data() + (h * s.len + i0) * lq, lq, k_t.data() + (kh * blocks + jb) * kt_block, rows,
-                   cols, s.qk_dim, false);
+                   cols, s.qk_dim, false, toeplitz);
     bf16::multiply(t.ds, t.ld, o_rows.data() + (h * s.len + i0) * lo, lo, v_t.data() + (vh * blocks + jb) * vt_block,
                    rows, cols, s.v_dim, false);
   }

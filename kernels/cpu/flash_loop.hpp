@@ -3,10 +3,12 @@
 // pre-scaled): blocks of 256 queries against tiles of 128 keys, online softmax, float32
 // accumulation, never a T×T buffer. The two products per tile run in float32 or, for bf16
 // storage on a CPU with AVX512-BF16, on bf16 tiles (flash_products.hpp, matmul_path.hpp). A score bias enters through `bias(head, query_token,
-// key_token)`, or a whole tile at once through `bias.add_tile(head, i0, rows, j0, cols, S, ld)`
-// where it has one (ALiBi, T5, FoX); the mask through the sequence indices (flash_mask.hpp).
+// key_token)`, a whole tile at once through `bias.add_tile(head, i0, rows, j0, cols, S, ld)`
+// where it has one (FoX), or as it is stored by the products where it is a function of the offset
+// (ALiBi, T5: products_bias_and_mask); the mask through the sequence indices (flash_mask.hpp).
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -41,6 +43,7 @@ void flash_rows_with(const flash_sequence& s, const Products& products, std::int
   acc.setZero();
   const auto block = products.start(s, h, i0, rows, S.data() + line_floats(rows * ld));
   Eigen::ArrayXf row_max = Eigen::ArrayXf::Constant(rows, minus_inf), row_sum = Eigen::ArrayXf::Zero(rows);
+  std::array<float, flash_query_block + flash_key_tile> offset_values;  // a Toeplitz bias tile's values
   // The keys the mask can let in (key j meets it as query index j − key_shift).
   const std::int64_t keys = s.keys(), j_end = s.causal ? std::min(keys, i1 + s.key_shift) : keys;
   const std::int64_t j_begin = s.window > 0 ? std::max<std::int64_t>(0, i0 + s.key_shift - s.window + 1) : 0;
@@ -49,9 +52,10 @@ void flash_rows_with(const flash_sequence& s, const Products& products, std::int
     const auto [first, last] = rows_seeing(s, i0, i1, j0, j0 + cols);
     if (first == last) continue;
     const std::int64_t r0 = first - i0, n = last - first;
-    block.scores(S.data(), ld, r0, n, kh, t, cols);
     auto tile = S.block(r0, 0, n, cols);
-    add_bias_and_mask(s, bias, h, first, j0, tile);
+    products_bias_and_mask(s, bias, h, first, j0, tile, offset_values.data(), [&](const float* toeplitz) {
+      block.scores(S.data(), ld, r0, n, kh, t, cols, toeplitz);
+    });
     // Row by row, each row contiguous: Eigen vectorises exp on a row, not on the tile minus a
     // broadcast column (that form calls the scalar expf per logit: docs/performance.md, appendix
     // "Fused attention").

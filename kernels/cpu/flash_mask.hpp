@@ -1,7 +1,8 @@
 #pragma once
 // One sequence's operands for the flash loops (forward and backward) and the mask they apply:
 // causal, sliding window, per logit (flash_sees, the definition), per row (columns_seen), per key
-// tile (rows_seeing), and with a bias into a score tile (add_bias_and_mask).
+// tile (rows_seeing), and with a bias into a score tile (add_bias_and_mask, and
+// products_bias_and_mask where the products add an offset bias as they store the logits).
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -93,6 +94,36 @@ void add_bias_and_mask(const flash_sequence& s, const Bias& bias, std::int64_t h
       for (std::int64_t c = first; c < last; ++c) row[c] += bias(h, i0 + r, j0 + c);
     std::fill(row + last, row + cols, minus_inf);
   }
+}
+
+/// C[r·ld + c] += toeplitz[c − r] over a rows × cols tile: an offset bias's Toeplitz tile, for the
+/// float32 products (the bf16 ones add it as they store: bf16::multiply).
+inline void add_toeplitz(float* c, std::int64_t ld, std::int64_t rows, std::int64_t cols, const float* toeplitz) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* v = toeplitz - r;
+    float* row = c + r * ld;
+    for (std::int64_t k = 0; k < cols; ++k) row[k] += v[k];
+  }
+}
+
+/// The tile's logits from `products(toeplitz)`, then its bias and mask. Where the bias is a
+/// function of the offset with a Toeplitz tile here (OffsetTileBias on consecutive positions), its
+/// distinct values go into `values` (rows + cols − 1 floats) and the products add toeplitz[c − r]
+/// to logit (r, c) as they store it; otherwise toeplitz is null and add_bias_and_mask adds the
+/// bias. The logits are the same floats either way (product, then + bias).
+template <class Bias, class Tile, class Products>
+void products_bias_and_mask(const flash_sequence& s, const Bias& bias, std::int64_t h, std::int64_t i0,
+                            std::int64_t j0, Tile& tile, float* values, const Products& products) {
+  const std::int64_t rows = tile.rows(), cols = tile.cols();
+  if constexpr (requires { bias.offset_values(h, i0, rows, j0, cols, values); }) {
+    if (bias.offset_values(h, i0, rows, j0, cols, values)) {
+      products(values + (rows - 1));  // row 0's offsets start at values[rows − 1]
+      add_bias_and_mask(s, no_bias{}, h, i0, j0, tile);  // the mask only
+      return;
+    }
+  }
+  products(static_cast<const float*>(nullptr));
+  add_bias_and_mask(s, bias, h, i0, j0, tile);
 }
 
 /// The rows of the query block [i0, i1) that see some key of [j0, j1) under the mask: a

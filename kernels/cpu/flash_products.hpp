@@ -67,15 +67,17 @@ struct f32_tile_products {
     float *queries, *probabilities;
 
     /// S rows [r0, r0 + n) = Q·Kᵀ against key tile t (cols keys) of KV head kh, S row-major (ld
-    /// apart). Computed from whole panels of the packed queries: the rows around [r0, r0 + n) up
-    /// to the panels' edges are written too, and left unread.
+    /// apart); with `toeplitz`, logit (r, c) of those rows then gets toeplitz[c − r] added (an
+    /// offset bias: products_bias_and_mask). Computed from whole panels of the packed queries:
+    /// the rows around [r0, r0 + n) up to the panels' edges are written too, and left unread.
     void scores(float* S, std::int64_t ld, std::int64_t r0, std::int64_t n, std::int64_t kh, std::int64_t t,
-                std::int64_t cols) const {
+                std::int64_t cols, const float* toeplitz) const {
       constexpr std::int64_t panel = packed::rhs_panel;
       const std::int64_t p0 = r0 - r0 % panel, p1 = std::min(rows, (r0 + n + panel - 1) / panel * panel);
       std::fill(S + p0 * ld, S + p1 * ld, 0.0f);
       // As the column-major Sᵀ = K·Qᵀ.
       packed::multiply_add(S + p0 * ld, ld, p.k.at(kh, t), queries + p0 * s.qk_dim, cols, s.qk_dim, p1 - p0);
+      if (toeplitz) add_toeplitz(S + r0 * ld, ld, n, cols, toeplitz);
     }
     /// acc rows [r0, r0 + n) (v_dim apart) += P·V, P the rows [r0, r0 + n) of S (cols keys).
     void add_values(float* acc, const float* S, std::int64_t ld, std::int64_t r0, std::int64_t n, std::int64_t vh,
@@ -131,10 +133,12 @@ struct bf16_tile_products {
     const flash_sequence& s;
     bf16::element *queries, *probabilities;
 
+    /// As f32_tile_products' scores, toeplitz added as the products store the logits
+    /// (bf16::multiply): an offset bias without a pass of its own over S.
     void scores(float* S, std::int64_t ld, std::int64_t r0, std::int64_t n, std::int64_t kh, std::int64_t t,
-                std::int64_t cols) const {
+                std::int64_t cols, const float* toeplitz) const {
       const std::int64_t lq = bf16::row_elements(s.qk_dim);
-      bf16::multiply(S + r0 * ld, ld, queries + r0 * lq, lq, p.k_at(kh, t), n, cols, s.qk_dim, false);
+      bf16::multiply(S + r0 * ld, ld, queries + r0 * lq, lq, p.k_at(kh, t), n, cols, s.qk_dim, false, toeplitz);
     }
     void add_values(float* acc, const float* S, std::int64_t ld, std::int64_t r0, std::int64_t n, std::int64_t vh,
                     std::int64_t t, std::int64_t cols) const {

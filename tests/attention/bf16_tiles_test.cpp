@@ -1,7 +1,8 @@
 // The AVX512-BF16 tile products (cpu/bf16_tiles.hpp) against float64 products of the same
 // bf16-rounded operands, on shapes with every kind of edge (odd depths, partial 16-column blocks,
-// fewer than 8 rows), and the rounding to bf16 against Eigen's (to nearest even); the path choice
-// (cpu/matmul_path.hpp). Skipped where the CPU has no AVX512-BF16.
+// fewer than 8 rows), an offset bias added at the store, and the rounding to bf16 against Eigen's
+// (to nearest even); the path choice (cpu/matmul_path.hpp). Skipped where the CPU has no
+// AVX512-BF16.
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
@@ -96,6 +97,37 @@ TEST(Bf16Tiles, ProductsMatchFloat64OnEveryEdge) {
             for (std::int64_t n = cols; n < ldc; ++n) ASSERT_EQ(c[r * ldc + n], 0.5f) << "wrote past the columns";
           }
         }
+}
+
+/// An offset bias added as the products are stored (multiply's `toeplitz`): bit for bit the
+/// product followed by adding toeplitz[c − r], on every edge of rows and columns.
+TEST(Bf16Tiles, ToeplitzAddedAtTheStoreEqualsAddingItAfter) {
+  if (!has_bf16()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const std::int64_t depth = 33, lda = bf16::row_elements(depth);
+  for (const std::int64_t rows : {1, 7, 8, 9, 23, 256})
+    for (const std::int64_t cols : {1, 17, 32, 33, 128})
+      for (const bool accumulate : {false, true}) {
+        std::vector<float> a(rows * depth), b(depth * cols), diagonal(rows + cols - 1);
+        for (auto& x : a) x = g(rng);
+        for (auto& x : b) x = g(rng);
+        for (auto& x : diagonal) x = 100.0f * g(rng);  // large against the products: rounding shows
+        std::vector<bf16::element> ar(rows * lda), bp(bf16::packed_elements(depth, cols));
+        bf16::round_rows(ar.data(), lda, a.data(), depth, rows, depth);
+        bf16::pack_b(bp.data(), b.data(), cols, 1, depth, cols);
+        const std::int64_t ldc = cols + 1;
+        std::vector<float> after(rows * ldc, 0.5f), at_store(rows * ldc, 0.5f);
+        bf16::multiply(after.data(), ldc, ar.data(), lda, bp.data(), rows, cols, depth, accumulate);
+        const float* row0 = diagonal.data() + (rows - 1);  // toeplitz[c − r] for row 0 at c
+        bf16::multiply(at_store.data(), ldc, ar.data(), lda, bp.data(), rows, cols, depth, accumulate, row0);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          for (std::int64_t c = 0; c < cols; ++c)
+            ASSERT_EQ(at_store[r * ldc + c], after[r * ldc + c] + row0[c - r])
+                << rows << "x" << cols << " at " << r << "," << c;
+          ASSERT_EQ(at_store[r * ldc + cols], 0.5f) << "wrote past the columns";
+        }
+      }
 }
 
 TEST(MatmulPath, Bf16StorageAloneTakesTheBf16Path) {

@@ -1,8 +1,8 @@
 // add_tile of the offset-only biases (ALiBi, T5 buckets), of FoX's path sums, of gated GRAPE-A's
 // gates and of GRAPE-AP's suffix sums (to float32 rounding: its float64 sum runs in another order): the tile the fused
 // attention adds equals, bit for bit, the per-logit bias as float, with consecutive positions (the
-// Toeplitz path, one evaluation per offset) and with scattered position ids (one per logit); which
-// types take the tile.
+// Toeplitz path, one evaluation per offset) and with scattered position ids (one per logit); the
+// Toeplitz values ALiBi and T5 give the bf16 products (offset_values); which types take the tile.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,6 +48,17 @@ void tile_equals_each_logit(const Bias& bias, std::mt19937_64& rng, bool consecu
       }
     for (std::int64_t r = 0; r < rows; ++r)  // the gap after each row is left alone
       for (std::int64_t c = cols; c < ld; ++c) ASSERT_EQ(S[r * ld + c], 0.25f);
+    if constexpr (OffsetTileBias<Bias>) {
+      // The Toeplitz tile's distinct values: logit (r, c) at values[rows − 1 − r + c], the same
+      // float as bias(); none (and nothing written) where the positions are not consecutive.
+      std::vector<float> values(static_cast<std::size_t>(rows + cols), 7.0f);
+      ASSERT_EQ(bias.offset_values(h, m.data(), rows, n.data(), cols, values.data()), consecutive);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(values[rows - 1 - r + c], consecutive ? static_cast<float>(bias.bias(h, {m[r]}, {n[c]})) : 7.0f)
+              << "head " << h << " m " << m[r] << " n " << n[c];
+      ASSERT_EQ(values[rows + cols - 1], 7.0f) << "wrote past the values";
+    }
   }
 }
 
@@ -134,6 +145,9 @@ struct zero_alibi_bias : alibi_bias {
 };
 static_assert(TileBias<alibi_bias> && TileBias<t5_bias> && TileBias<forget_gate_bias>);
 static_assert(!TileBias<zero_alibi_bias>);
+// Only the offset-only biases give Toeplitz values; the mutant not its parent's.
+static_assert(OffsetTileBias<alibi_bias> && OffsetTileBias<t5_bias>);
+static_assert(!OffsetTileBias<forget_gate_bias> && !OffsetTileBias<zero_alibi_bias>);
 
 }  // namespace
 }  // namespace grape

@@ -33,12 +33,17 @@ struct alibi_bias {
   double bias(int h, const std::array<std::int64_t, 1>& m, const std::array<std::int64_t, 1>& n) const {
     return -slopes[h] * static_cast<double>(m[0] > n[0] ? m[0] - n[0] : n[0] - m[0]);
   }
+  float at_offset(int h, std::int64_t offset) const {
+    return static_cast<float>(-slopes[h] * static_cast<double>(offset < 0 ? -offset : offset));
+  }
   // A whole tile for the fused attention, the bias evaluated once per offset (offset_tile.hpp).
   void add_tile(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
                 std::int64_t ld) const {
-    add_offset_tile(m, rows, n, cols, S, ld, [&](std::int64_t offset) {
-      return static_cast<float>(-slopes[h] * static_cast<double>(offset < 0 ? -offset : offset));
-    });
+    add_offset_tile(m, rows, n, cols, S, ld, [&](std::int64_t offset) { return at_offset(h, offset); });
+  }
+  bool offset_values(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols,
+                     float* values) const {
+    return offset_tile_values(m, rows, n, cols, values, [&](std::int64_t offset) { return at_offset(h, offset); });
   }
   // Gradient: dL/d slope_h = −Σ g·|m − n| over the head's logits.
   std::size_t parameter_count() const { return slopes.size(); }

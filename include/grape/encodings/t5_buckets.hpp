@@ -31,13 +31,18 @@ struct t5_bias {
     const int b = math::t5_bucket(n[0] - m[0], bidirectional, num_buckets, max_distance);
     return table[static_cast<std::size_t>(b) * num_heads + h];
   }
+  float at_offset(int h, std::int64_t offset) const {
+    const int b = math::t5_bucket(offset, bidirectional, num_buckets, max_distance);
+    return static_cast<float>(table[static_cast<std::size_t>(b) * num_heads + h]);
+  }
   // A whole tile for the fused attention, the bucket found once per offset (offset_tile.hpp).
   void add_tile(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
                 std::int64_t ld) const {
-    add_offset_tile(m, rows, n, cols, S, ld, [&](std::int64_t offset) {
-      const int b = math::t5_bucket(offset, bidirectional, num_buckets, max_distance);
-      return static_cast<float>(table[static_cast<std::size_t>(b) * num_heads + h]);
-    });
+    add_offset_tile(m, rows, n, cols, S, ld, [&](std::int64_t offset) { return at_offset(h, offset); });
+  }
+  bool offset_values(int h, const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols,
+                     float* values) const {
+    return offset_tile_values(m, rows, n, cols, values, [&](std::int64_t offset) { return at_offset(h, offset); });
   }
   // Gradient: dL/d table[bucket, h] = Σ g over the head's logits in that bucket (table's layout).
   std::size_t parameter_count() const { return table.size(); }

@@ -7,7 +7,12 @@
 // runs are consecutive — positions that are token indices or per-sequence offsets, the usual case —
 // the tile is a Toeplitz matrix and the bias is evaluated once per distinct offset (rows + cols − 1
 // values, not rows·cols), then added row by row (a vectorised add); with explicit position ids,
-// once per logit. Either way each logit gets exactly the float the per-logit bias gives.
+// once per logit. Either way each logit gets exactly the float the per-logit bias gives. Such a
+// bias may also give the Toeplitz tile's distinct values themselves (OffsetTileBias):
+//   b.offset_values(h, m, rows, n, cols, values) -> bool
+// so that the fused attention's bf16 products add them as they store the scores (no pass of its
+// own over the tile); false where the positions are not consecutive.
+#include <concepts>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -31,10 +36,31 @@ concept TileBias = requires(const B& b, const std::int64_t* p, float* S) {
                           typename member_owner<decltype(&B::bias)>::type>;
 };
 
+/// A bias that gives its Toeplitz tiles' distinct values (offset_tile_values), declared, like
+/// TileBias's add_tile, by the class that declares its bias().
+template <class B>
+concept OffsetTileBias = requires(const B& b, const std::int64_t* p, float* values) {
+  { b.offset_values(0, p, std::int64_t{1}, p, std::int64_t{1}, values) } -> std::same_as<bool>;
+  requires std::is_same_v<typename member_owner<decltype(&B::offset_values)>::type,
+                          typename member_owner<decltype(&B::bias)>::type>;
+};
+
 /// Whether p[0..count) are p[0], p[0] + 1, ….
 inline bool consecutive_positions(const std::int64_t* p, std::int64_t count) {
   for (std::int64_t i = 1; i < count; ++i)
     if (p[i] != p[0] + i) return false;
+  return true;
+}
+
+/// The tile's rows + cols − 1 distinct values where both position runs are consecutive (rows,
+/// cols ≥ 1): values[k] = f(n[0] − m[0] − (rows − 1) + k), so logit (r, c), of offset
+/// n[c] − m[r], reads values[rows − 1 − r + c]. False, and `values` untouched, otherwise.
+template <class F>
+bool offset_tile_values(const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols,
+                        float* values, const F& f) {
+  if (!consecutive_positions(m, rows) || !consecutive_positions(n, cols)) return false;
+  const std::int64_t first = n[0] - m[0] - (rows - 1);
+  for (std::int64_t k = 0; k < rows + cols - 1; ++k) values[k] = f(first + k);
   return true;
 }
 
@@ -43,11 +69,8 @@ template <class F>
 void add_offset_tile(const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
                      std::int64_t ld, const F& f) {
   if (rows <= 0 || cols <= 0) return;
-  if (consecutive_positions(m, rows) && consecutive_positions(n, cols)) {
-    // The offset of (r, c) is first + (rows − 1 − r) + c: row r reads `values` from rows − 1 − r.
-    const std::int64_t first = n[0] - m[0] - (rows - 1);
-    std::vector<float> values(static_cast<std::size_t>(rows + cols - 1));
-    for (std::size_t k = 0; k < values.size(); ++k) values[k] = f(first + static_cast<std::int64_t>(k));
+  std::vector<float> values(static_cast<std::size_t>(rows + cols - 1));
+  if (offset_tile_values(m, rows, n, cols, values.data(), f)) {
     for (std::int64_t r = 0; r < rows; ++r) {
       const float* v = values.data() + (rows - 1 - r);
       float* row = S + r * ld;
