@@ -28,7 +28,8 @@ from ._grape import (AlibiEncoding, BuiltinEncoding, GrapeError, RotaryCache, Ro
 from . import _grape
 from ._check import BuiltinInfo, CheckReport, Counterexample, LawResult, check, inspect, list
 from ._attention import attention, attention_backward, attention_decode, cpu_matmul_units, matmul_path, set_matmul_path
-from ._grape_m import grape_m_param_grads, grape_m_rotate_qk, grape_m_rotate_qk_backward
+from ._grape_m import (grape_m_param_grads, grape_m_rotate_qk, grape_m_rotate_qk_backward,
+                      grape_m_rotate_qk_backward_with_grads)
 from ._python_encodings import PythonBias, python_bias
 from ._python_rotations import PythonRotation, python_rotation
 from ._load import LoadedEncoding, cmake_dir, load_encoding, load_encodings
@@ -38,7 +39,8 @@ __all__ = ["AlibiEncoding", "BuiltinInfo", "CheckReport", "Counterexample", "Gra
            "rotate_qk_backward", "inv_freq_grad", "alibi_slopes", "alibi_bias", "alibi_slope_grad", "t5_bias",
            "fox_bias", "grape_a_bias", "add_sinusoidal", "t5", "RotaryCache", "QKNorm", "KVCacheWrite", "inspect", "alibi",
            "attention", "attention_backward", "attention_decode", "mrope", "encoding", "BuiltinEncoding",
-           "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_param_grads", "grape_ap_bias",
+           "grape_m_rotate_qk", "grape_m_rotate_qk_backward", "grape_m_rotate_qk_backward_with_grads",
+           "grape_m_param_grads", "grape_ap_bias",
            "grape_ap_bias_grad", "lift_qk", "lift_qk_backward", "set_matmul_path", "matmul_path", "cpu_matmul_units",
            "python_bias", "PythonBias", "python_rotation", "PythonRotation", "load_encoding", "load_encodings",
            "LoadedEncoding", "cmake_dir"]

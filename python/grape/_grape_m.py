@@ -87,21 +87,49 @@ def grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=None, positions=Non
                    out, True)
 
 
-def grape_m_param_grads(q, k, grad_q, grad_k, freqs, phases=None, positions=None, offsets=None, cu_seqlens=None,
-                        layout="half_split", angle_sign=1, threads=0):
-    """(dL/dfreqs, dL/dphases) as float64 NumPy arrays shaped like freqs and phases (None without
-    phases): q and k are the forward inputs, grad_q and grad_k dL/d(rotated q and k). Summed over
-    tokens and heads in float64."""
+def _param_grad_arrays(freqs, phases, q, k):
+    """The kernels' float64 inputs and outputs of the parameter gradients: (freqs as given, its rows,
+    phase rows or None, whether phases had a key-head axis, d_freqs, d_phases or None)."""
     given = _float64(freqs)
     rows = _freq_rows(given)
     phase_rows, per_head = _phase_rows(phases, q, k)
-    d_freqs = _np.empty_like(rows)
     d_phases = None if phase_rows is None else _np.empty_like(phase_rows)
-    _grape._grape_m_param_grads(q, grad_q, k, grad_k, rows, phase_rows, _index(positions), _index(offsets),
-                                _index(cu_seqlens), layout, angle_sign, threads, d_freqs, d_phases)
+    return given, rows, phase_rows, per_head, _np.empty_like(rows), d_phases
+
+
+def _shaped_param_grads(given, per_head, d_freqs, d_phases, q, k):
+    """d_freqs shaped like freqs, d_phases like phases."""
     d_freqs = d_freqs.reshape(given.shape)
     if d_phases is not None:
         tokens = _tokens_shape(q, k)
         d_phases = (_np.moveaxis(d_phases.reshape((d_phases.shape[0],) + tokens), 0, -1) if per_head
                     else d_phases.reshape(tokens))
     return d_freqs, d_phases
+
+
+def grape_m_param_grads(q, k, grad_q, grad_k, freqs, phases=None, positions=None, offsets=None, cu_seqlens=None,
+                        layout="half_split", angle_sign=1, threads=0):
+    """(dL/dfreqs, dL/dphases) as float64 NumPy arrays shaped like freqs and phases (None without
+    phases): q and k are the forward inputs, grad_q and grad_k dL/d(rotated q and k). Summed over
+    tokens and heads in float64."""
+    given, rows, phase_rows, per_head, d_freqs, d_phases = _param_grad_arrays(freqs, phases, q, k)
+    _grape._grape_m_param_grads(q, grad_q, k, grad_k, rows, phase_rows, _index(positions), _index(offsets),
+                                _index(cu_seqlens), layout, angle_sign, threads, d_freqs, d_phases)
+    return _shaped_param_grads(given, per_head, d_freqs, d_phases, q, k)
+
+
+def grape_m_rotate_qk_backward_with_grads(grad_q, grad_k, rotated_q, rotated_k, freqs, phases=None, positions=None,
+                                          offsets=None, cu_seqlens=None, layout="half_split", angle_sign=1,
+                                          threads=0, out=None):
+    """grape_m_rotate_qk_backward and grape_m_param_grads in one pass, from the forward's outputs
+    rotated_q and rotated_k (laid out like grad_q and grad_k) instead of its inputs: one cos/sin
+    table per token and head serves both. Returns (dq, dk, dL/dfreqs, dL/dphases), the last two as
+    grape_m_param_grads gives them. Precision: the parameter gradients use the stored outputs, so
+    give float32 ones (float16/bfloat16 outputs carry their rounding into them; grape_m_param_grads
+    with the inputs does not)."""
+    dq, dk = _outputs(grad_q, grad_k, out)
+    given, rows, phase_rows, per_head, d_freqs, d_phases = _param_grad_arrays(freqs, phases, grad_q, grad_k)
+    _grape._grape_m_backward_with_grads(grad_q, dq, grad_k, dk, rotated_q, rotated_k, rows, phase_rows,
+                                        _index(positions), _index(offsets), _index(cu_seqlens), layout, angle_sign,
+                                        threads, d_freqs, d_phases)
+    return (dq, dk) + _shaped_param_grads(given, per_head, d_freqs, d_phases, grad_q, grad_k)

@@ -252,29 +252,37 @@ def rotate_qk(q, k, encoding, positions=None, offsets=None, inv_freq=None):
 
 
 class _GrapeMRotate(_torch.autograd.Function):
+    """float32: the backward turns the gradients back and forms dL/dfreqs, dL/dphases in one pass from
+    the saved outputs (grape_m_rotate_qk_backward_with_grads). float16/bfloat16: from the saved
+    inputs, in two passes (their outputs' rounding would enter the parameter gradients)."""
 
     @staticmethod
     def forward(ctx, q, k, freqs, phases, positions, offsets, layout, angle_sign):
         q_out, k_out = _grape.grape_m_rotate_qk(q, k, freqs, phases=phases, positions=positions, offsets=offsets,
                                                 layout=layout, angle_sign=angle_sign)
         ctx.meta = dict(positions=positions, offsets=offsets, layout=layout, angle_sign=angle_sign)
-        ctx.save_for_backward(q, k, freqs, phases)
+        ctx.from_outputs = q.dtype == _torch.float32
+        ctx.save_for_backward(*((q_out, k_out) if ctx.from_outputs else (q, k)), freqs, phases)
         return q_out, k_out
 
     @staticmethod
     def backward(ctx, grad_q, grad_k):
-        q, k, freqs, phases = ctx.saved_tensors
-        grad_q, grad_k = _like(grad_q, q), _like(grad_k, k)
-        dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, **ctx.meta)
-        d_freqs = d_phases = None
+        x_q, x_k, freqs, phases = ctx.saved_tensors  # the outputs (float32) or the inputs
+        grad_q, grad_k = _like(grad_q, x_q), _like(grad_k, x_k)
         want_freqs = ctx.needs_input_grad[2]
         want_phases = phases is not None and ctx.needs_input_grad[3]
-        if want_freqs or want_phases:
-            gf, gp = _grape.grape_m_param_grads(q, k, grad_q, grad_k, freqs, phases=phases, **ctx.meta)
-            if want_freqs:
-                d_freqs = _torch.from_numpy(gf).to(dtype=freqs.dtype, device=freqs.device)
-            if want_phases:
-                d_phases = _torch.from_numpy(_np_contiguous(gp)).to(dtype=phases.dtype, device=phases.device)
+        gf = gp = None
+        if not (want_freqs or want_phases):
+            dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, **ctx.meta)
+        elif ctx.from_outputs:
+            dq, dk, gf, gp = _grape.grape_m_rotate_qk_backward_with_grads(grad_q, grad_k, x_q, x_k, freqs,
+                                                                          phases=phases, **ctx.meta)
+        else:
+            dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, **ctx.meta)
+            gf, gp = _grape.grape_m_param_grads(x_q, x_k, grad_q, grad_k, freqs, phases=phases, **ctx.meta)
+        d_freqs = _torch.from_numpy(gf).to(dtype=freqs.dtype, device=freqs.device) if want_freqs else None
+        d_phases = (_torch.from_numpy(_np_contiguous(gp)).to(dtype=phases.dtype, device=phases.device)
+                    if want_phases else None)
         return dq, dk, d_freqs, d_phases, None, None, None, None
 
 

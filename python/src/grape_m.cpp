@@ -1,5 +1,5 @@
 // GRAPE-M's learnable and contextual rotations on arrays (kernels/cpu/grape_m.hpp): forward,
-// backward and the frequency and phase gradients. Python (grape/_grape_m.py) passes the frequencies
+// backward and the frequency and phase gradients, apart or (from the forward's outputs) in one pass. Python (grape/_grape_m.py) passes the frequencies
 // as float64 [rows, planes] and the phases as float64 [rows, tokens], and allocates every output.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -49,6 +49,19 @@ cpu::grape_m_spec spec_of(const qk_arrays& a, const array& freqs, const optional
   return spec;
 }
 
+/// The float64 outputs of the frequency and phase gradients (either may be absent).
+cpu::grape_m_grads grads_of(const cpu::grape_m_spec& spec, const optional_array& phases, const optional_array& d_freqs,
+                            const optional_array& d_phases) {
+  cpu::grape_m_grads out;
+  if (d_freqs)
+    out.freqs = float64_values(*d_freqs, static_cast<std::int64_t>(spec.freq_rows) * spec.planes, "d_freqs");
+  if (d_phases) {
+    if (!phases) throw input_error("d_phases: integer positions have no phase gradient");
+    out.phases = float64_values(*d_phases, phases->shape(0) * phases->shape(1), "d_phases");
+  }
+  return out;
+}
+
 }  // namespace
 
 phase_rotation phase_rotation_of(const array& freqs, const array& phases, int head_dim) {
@@ -92,13 +105,7 @@ void bind_grape_m(nb::module_& m) {
           const qk_arrays a{q, grad_q, k, grad_k};
           const cpu::grape_m_spec spec = spec_of(a, freqs, phases, layout, angle_sign);
           const auto args = make_qk_args(spec.head_dim, 1, a, positions, offsets, cu_seqlens, std::nullopt, threads);
-          cpu::grape_m_grads out;
-          if (d_freqs)
-            out.freqs = float64_values(*d_freqs, static_cast<std::int64_t>(spec.freq_rows) * spec.planes, "d_freqs");
-          if (d_phases) {
-            if (!phases) throw input_error("d_phases: integer positions have no phase gradient");
-            out.phases = float64_values(*d_phases, phases->shape(0) * phases->shape(1), "d_phases");
-          }
+          const cpu::grape_m_grads out = grads_of(spec, phases, d_freqs, d_phases);
           nb::gil_scoped_release release;
           cpu::grape_m_param_grads(spec, args, grad_q ? grad_q->data() : nullptr, grad_k ? grad_k->data() : nullptr,
                                    out);
@@ -106,6 +113,34 @@ void bind_grape_m(nb::module_& m) {
         "q"_a.none(), "grad_q"_a.none(), "k"_a.none(), "grad_k"_a.none(), "freqs"_a, "phases"_a.none(),
         "positions"_a.none(), "offsets"_a.none(), "cu_seqlens"_a.none(), "layout"_a, "angle_sign"_a, "threads"_a,
         "d_freqs"_a.none(), "d_phases"_a.none());
+
+  // The backward and the parameters' gradients in one pass, from the forward's outputs.
+  m.def("_grape_m_backward_with_grads",
+        [](optional_array grad_q, optional_array dq, optional_array grad_k, optional_array dk,
+           optional_array rotated_q, optional_array rotated_k, const array& freqs, optional_array phases,
+           optional_array positions, optional_array offsets, optional_array cu_seqlens, const std::string& layout,
+           int angle_sign, int threads, optional_array d_freqs, optional_array d_phases) {
+          if (!grad_q && !grad_k) throw input_error("grad_q, grad_k: at least one must be given");
+          const qk_arrays a{grad_q, dq, grad_k, dk};
+          // The forward's outputs address like the gradients.
+          const auto rotated = [](const optional_array& grad, const optional_array& y, const char* grad_name,
+                                  const char* name) -> const void* {
+            if (!grad) return nullptr;
+            if (!y) throw input_error(fmt::format("{}: must be given with {}", name, grad_name));
+            require_same_layout(*grad, *y, grad_name, name);
+            return y->data();
+          };
+          const void* rq = rotated(grad_q, rotated_q, "grad_q", "rotated_q");
+          const void* rk = rotated(grad_k, rotated_k, "grad_k", "rotated_k");
+          const cpu::grape_m_spec spec = spec_of(a, freqs, phases, layout, angle_sign);
+          const auto args = make_qk_args(spec.head_dim, 1, a, positions, offsets, cu_seqlens, std::nullopt, threads);
+          const cpu::grape_m_grads out = grads_of(spec, phases, d_freqs, d_phases);
+          nb::gil_scoped_release release;
+          cpu::grape_m_rotate_qk_backward_with_grads(spec, args, rq, rk, out);
+        },
+        "grad_q"_a.none(), "dq"_a.none(), "grad_k"_a.none(), "dk"_a.none(), "rotated_q"_a.none(),
+        "rotated_k"_a.none(), "freqs"_a, "phases"_a.none(), "positions"_a.none(), "offsets"_a.none(),
+        "cu_seqlens"_a.none(), "layout"_a, "angle_sign"_a, "threads"_a, "d_freqs"_a.none(), "d_phases"_a.none());
 }
 
 }  // namespace grape::python

@@ -217,6 +217,52 @@ def test_param_grads_have_the_parameters_shapes():
     assert df.shape == (8,) and dp is None
 
 
+@pytest.mark.parametrize("per_head", [False, True])
+def test_one_pass_backward_matches_the_two_passes(per_head):
+    """grape_m_rotate_qk_backward_with_grads (from the float32 outputs) against the backward rotation
+    and grape_m_param_grads (from the inputs, float64 cos/sin): the same dq, dk and, within float32
+    outputs' rounding, the same parameter gradients; GQA, phases shared or per key head."""
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((2, 9, 4, 16)).astype(np.float32)
+    k = rng.standard_normal((2, 9, 2, 16)).astype(np.float32)
+    g_q, g_k = rng.standard_normal(q.shape).astype(np.float32), rng.standard_normal(k.shape).astype(np.float32)
+    freqs = rng.uniform(0.1, 1, size=(2, 8) if per_head else 8)
+    phases = rng.uniform(0, 50, size=(2, 9, 2) if per_head else (2, 9))
+    q_rot, k_rot = grape.grape_m_rotate_qk(q, k, freqs, phases=phases)
+    dq, dk, d_freqs, d_phases = grape.grape_m_rotate_qk_backward_with_grads(g_q, g_k, q_rot, k_rot, freqs,
+                                                                          phases=phases)
+    want_dq, want_dk = grape.grape_m_rotate_qk_backward(g_q, g_k, freqs, phases=phases)
+    want_freqs, want_phases = grape.grape_m_param_grads(q, k, g_q, g_k, freqs, phases=phases)
+    assert d_freqs.shape == want_freqs.shape and d_phases.shape == want_phases.shape
+    assert_close(torch.from_numpy(dq), torch.from_numpy(want_dq), 1e-6, "dq")
+    assert_close(torch.from_numpy(dk), torch.from_numpy(want_dk), 1e-6, "dk")
+    assert_close(torch.from_numpy(d_freqs), torch.from_numpy(want_freqs), 2e-5, "dL/dfreqs")
+    assert_close(torch.from_numpy(d_phases), torch.from_numpy(want_phases), 2e-5, "dL/dphases")
+    with pytest.raises(grape.GrapeError, match="rotated_k: must be given with grad_k"):
+        grape.grape_m_rotate_qk_backward_with_grads(g_q, g_k, q_rot, None, freqs, phases=phases)
+    with pytest.raises(grape.GrapeError, match="rotated_q: must have the dtype, shape and strides of grad_q"):
+        grape.grape_m_rotate_qk_backward_with_grads(g_q, g_k, k_rot, k_rot, freqs, phases=phases)
+
+
+def test_bf16_parameter_gradients_come_from_the_inputs():
+    """grape.torch.grape_m_rotate_qk in bfloat16 forms dL/dfreqs and dL/dphases from its inputs, not
+    from its bf16-rounded outputs: the same values as float32 inputs holding the same numbers give
+    (whose outputs are float32), to 1e-5; from bf16 outputs they would be about 1e-3 off."""
+    g = torch.Generator().manual_seed(12)
+    q, k = (torch.randn(2, 64, 2, 32, generator=g).bfloat16() for _ in range(2))
+    upstream_q, upstream_k = (torch.randn(2, 64, 2, 32, generator=g).bfloat16() for _ in range(2))
+    phases0 = torch.rand(2, 64, generator=g, dtype=torch.float64) * 40
+    freqs0 = torch.rand(16, generator=g, dtype=torch.float64) + 0.1
+    grads = {}
+    for dtype in (torch.bfloat16, torch.float32):
+        freqs, phases = freqs0.clone().requires_grad_(), phases0.clone().requires_grad_()
+        q_rot, k_rot = grape_m_rotate_qk(q.to(dtype), k.to(dtype), freqs, phases=phases)
+        ((q_rot.float() * upstream_q.float()).sum() + (k_rot.float() * upstream_k.float()).sum()).backward()
+        grads[dtype] = freqs.grad, phases.grad
+    assert_close(grads[torch.bfloat16][0], grads[torch.float32][0], 1e-5, "dL/dfreqs")
+    assert_close(grads[torch.bfloat16][1], grads[torch.float32][1], 1e-5, "dL/dphases")
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda q, k: grape.grape_m_rotate_qk(q, k, np.ones((3, 8))), "freqs: rows must be 1 or the key heads 2"),
     (lambda q, k: grape.grape_m_rotate_qk(q, k, np.ones(9)), "planes must be in [1, head_dim / 2 = 8]"),
