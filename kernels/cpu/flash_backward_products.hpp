@@ -49,7 +49,7 @@ struct f32_backward_products {
     }
     packed::multiply_add(t.p, t.ld, ops.k_rows.at(kh, jb), ops.queries(h, i0, s.qk_dim), cols, s.qk_dim, rows);
     packed::multiply_add(t.ds, t.ld, ops.v_rows.at(vh, jb), ops.grad_outs(h, i0, s.v_dim), cols, s.v_dim, rows);
-    if (toeplitz) add_toeplitz(t.p, t.ld, rows, cols, toeplitz);
+    if (toeplitz) add_toeplitz_tile(t.p, t.ld, rows, cols, toeplitz);
   }
 
   /// dQ' of queries [i0, i0 + queries) of head h (grad_q laid out as Q) += dS·K' of key block jb.

@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "grape/inject/offset_tile.hpp"
+
 namespace grape::cpu::detail {
 
 /// One sequence's encoded operands, contiguous: Q [len, q_heads, qk_dim], K [keys(), k_heads,
@@ -96,21 +98,12 @@ void add_bias_and_mask(const flash_sequence& s, const Bias& bias, std::int64_t h
   }
 }
 
-/// C[r·ld + c] += toeplitz[c − r] over a rows × cols tile: an offset bias's Toeplitz tile, for the
-/// float32 products (the bf16 ones add it as they store: bf16::multiply).
-inline void add_toeplitz(float* c, std::int64_t ld, std::int64_t rows, std::int64_t cols, const float* toeplitz) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* v = toeplitz - r;
-    float* row = c + r * ld;
-    for (std::int64_t k = 0; k < cols; ++k) row[k] += v[k];
-  }
-}
-
 /// The tile's logits from `products(toeplitz)`, then its bias and mask. Where the bias is a
 /// function of the offset with a Toeplitz tile here (OffsetTileBias on consecutive positions), its
 /// distinct values go into `values` (rows + cols − 1 floats) and the products add toeplitz[c − r]
-/// to logit (r, c) as they store it; otherwise toeplitz is null and add_bias_and_mask adds the
-/// bias. The logits are the same floats either way (product, then + bias).
+/// to logit (r, c) as they store it (the bf16 tiles in registers, bf16::multiply; the float32 ones
+/// after their product, add_toeplitz_tile); otherwise toeplitz is null and add_bias_and_mask adds
+/// the bias. The logits are the same floats either way (product, then + bias).
 template <class Bias, class Tile, class Products>
 void products_bias_and_mask(const flash_sequence& s, const Bias& bias, std::int64_t h, std::int64_t i0,
                             std::int64_t j0, Tile& tile, float* values, const Products& products) {

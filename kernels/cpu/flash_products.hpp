@@ -77,7 +77,7 @@ struct f32_tile_products {
       std::fill(S + p0 * ld, S + p1 * ld, 0.0f);
       // As the column-major Sᵀ = K·Qᵀ.
       packed::multiply_add(S + p0 * ld, ld, p.k.at(kh, t), queries + p0 * s.qk_dim, cols, s.qk_dim, p1 - p0);
-      if (toeplitz) add_toeplitz(S + r0 * ld, ld, n, cols, toeplitz);
+      if (toeplitz) add_toeplitz_tile(S + r0 * ld, ld, n, cols, toeplitz);
     }
     /// acc rows [r0, r0 + n) (v_dim apart) += P·V, P the rows [r0, r0 + n) of S (cols keys).
     void add_values(float* acc, const float* S, std::int64_t ld, std::int64_t r0, std::int64_t n, std::int64_t vh,

@@ -64,20 +64,24 @@ bool offset_tile_values(const std::int64_t* m, std::int64_t rows, const std::int
   return true;
 }
 
+/// S[r·ld + c] += toeplitz[c − r] for r < rows, c < cols: a Toeplitz tile added from its values
+/// (toeplitz = offset_tile_values' values + rows − 1), a shifted run per row (a vectorised add).
+inline void add_toeplitz_tile(float* S, std::int64_t ld, std::int64_t rows, std::int64_t cols, const float* toeplitz) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* v = toeplitz - r;
+    float* row = S + r * ld;
+    for (std::int64_t c = 0; c < cols; ++c) row[c] += v[c];
+  }
+}
+
 /// S[r·ld + c] += f(n[c] − m[r]) for r < rows, c < cols; f(offset) returns the bias as float.
 template <class F>
 void add_offset_tile(const std::int64_t* m, std::int64_t rows, const std::int64_t* n, std::int64_t cols, float* S,
                      std::int64_t ld, const F& f) {
   if (rows <= 0 || cols <= 0) return;
   std::vector<float> values(static_cast<std::size_t>(rows + cols - 1));
-  if (offset_tile_values(m, rows, n, cols, values.data(), f)) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* v = values.data() + (rows - 1 - r);
-      float* row = S + r * ld;
-      for (std::int64_t c = 0; c < cols; ++c) row[c] += v[c];
-    }
-    return;
-  }
+  if (offset_tile_values(m, rows, n, cols, values.data(), f))
+    return add_toeplitz_tile(S, ld, rows, cols, values.data() + (rows - 1));
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) S[r * ld + c] += f(n[c] - m[r]);
 }
