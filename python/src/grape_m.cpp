@@ -122,11 +122,10 @@ void bind_grape_m(nb::module_& m) {
            int angle_sign, int threads, optional_array d_freqs, optional_array d_phases) {
           if (!grad_q && !grad_k) throw input_error("grad_q, grad_k: at least one must be given");
           const qk_arrays a{grad_q, dq, grad_k, dk};
-          // The forward's outputs address like the gradients.
+          // The forward's outputs address like the gradients (a missing one: the kernel names it).
           const auto rotated = [](const optional_array& grad, const optional_array& y, const char* grad_name,
                                   const char* name) -> const void* {
-            if (!grad) return nullptr;
-            if (!y) throw input_error(fmt::format("{}: must be given with {}", name, grad_name));
+            if (!grad || !y) return nullptr;
             require_same_layout(*grad, *y, grad_name, name);
             return y->data();
           };
