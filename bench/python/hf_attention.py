@@ -5,24 +5,24 @@ the test suite; docs/python.md, "Hugging Face models", has the figures).
 
 The model: a Llama from a config (random weights, nothing downloaded), float32, 4 layers, hidden 512,
 8 query heads on 2 KV heads of 64, vocabulary 1000. Prefill: one forward of a batch of 2 prompts of
-T tokens, the first left-padded by T/4 (tokens/s counts the real tokens); generate: greedy, the same
-batch, N new tokens through the KV cache (tokens/s counts the 2·N new ones). Each round times every
+T tokens (tokens/s counts the real tokens). Generate: greedy, the same batch, N + 1 new tokens
+through the KV cache, timed from the first new token to the last by a stopping criterion that notes
+the time of each step, so the prompt's forward is not counted (tokens/s counts the 2·N new tokens).
+Each case runs with the first prompt left-padded by T/4 and without padding. Each round times every
 (implementation, case) once in alternating order; the figure is the median over rounds.
+
+--threads sets OMP_NUM_THREADS before torch and grape load: a PyPI torch brings its own OpenMP
+runtime, which torch.set_num_threads governs and grape's does not.
 
 Usage: hf_attention.py [--tokens 512,2048] [--new 64] [--rounds 5] [--threads 2]
 """
 import argparse
+import os
 import statistics
 import time
 
-import torch
-import transformers
 
-import grape
-import grape.hf
-
-
-def allow_generate_without_fsdp():
+def allow_generate_without_fsdp(torch, transformers):
     """Debian's torch 1.13 cannot import torch.distributed.fsdp under Python 3.11, which generate() asks."""
     try:
         import torch.distributed.fsdp  # noqa: F401
@@ -38,7 +38,13 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    allow_generate_without_fsdp()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    import torch
+    import transformers
+
+    import grape.hf
+
+    allow_generate_without_fsdp(torch, transformers)
     torch.set_num_threads(args.threads)
     reference = "sdpa" if hasattr(torch.nn.functional, "scaled_dot_product_attention") else "eager"
     config = transformers.LlamaConfig(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
@@ -48,37 +54,49 @@ def main():
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, "
           f"reference {reference!r}")
 
-    def batch(tokens):
+    def batch(tokens, padded):
         ids = torch.randint(1, 1000, (2, tokens))
         mask = torch.ones_like(ids)
-        ids[0, :tokens // 4], mask[0, :tokens // 4] = 0, 0
+        if padded:
+            ids[0, :tokens // 4], mask[0, :tokens // 4] = 0, 0
         return ids, mask
 
     def prefill(ids, mask):
+        start = time.perf_counter()
         with torch.no_grad():
             model(input_ids=ids, attention_mask=mask)
-        return int(mask.sum())
+        return int(mask.sum()) / (time.perf_counter() - start)
+
+    class StepTimes(transformers.StoppingCriteria):
+        """Notes when each new token is there; stops nothing."""
+        def __init__(self):
+            self.times = []
+
+        def __call__(self, input_ids, scores, **kwargs):
+            self.times.append(time.perf_counter())
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool)
 
     def generate(ids, mask):
-        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=args.new, min_new_tokens=args.new,
-                       do_sample=False, pad_token_id=0)
-        return 2 * args.new
+        steps = StepTimes()
+        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=args.new + 1,
+                       min_new_tokens=args.new + 1, do_sample=False, pad_token_id=0,
+                       stopping_criteria=transformers.StoppingCriteriaList([steps]))
+        return 2 * args.new / (steps.times[-1] - steps.times[0])
 
     cases = []
     for tokens in (int(t) for t in args.tokens.split(",")):
-        ids, mask = batch(tokens)
-        cases.append((f"prefill T={tokens}", prefill, ids, mask))
-    ids, mask = batch(int(args.tokens.split(",")[0]))
-    cases.append((f"generate {args.new} new after T={ids.shape[1]}", generate, ids, mask))
+        for padded in (True, False):
+            what = "left-padded" if padded else "no padding"
+            ids, mask = batch(tokens, padded)
+            cases.append((f"prefill T={tokens}, {what}", prefill, ids, mask))
+            cases.append((f"generate {args.new} steps after T={tokens}, {what}", generate, ids, mask))
 
     rates = {(name, impl): [] for name, *_ in cases for impl in ("grape", reference)}
     for r in range(args.rounds):
         for name, run, ids, mask in cases:
             for impl in (("grape", reference) if r % 2 == 0 else (reference, "grape")):
                 grape.hf.set_attention(model, impl)
-                start = time.perf_counter()
-                count = run(ids, mask)
-                rates[(name, impl)].append(count / (time.perf_counter() - start))
+                rates[(name, impl)].append(run(ids, mask))
     for name, *_ in cases:
         g = statistics.median(rates[(name, "grape")])
         t = statistics.median(rates[(name, reference)])

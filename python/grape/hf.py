@@ -29,8 +29,9 @@ dim], K and V possibly from the KV cache and longer than Q) runs grape.torch.att
 bottom-right aligned, GQA without repeating K and V. The padding comes out of the causal mask the
 model passes (transformers' 4-D mask, checked to be causal plus padding): the valid tokens of each
 row are packed into sequences of their own (cu_seqlens), so no T x T mask reaches the kernel, and
-padded queries' outputs are zero. BLOOM and MPT, whose attention modules add their ALiBi themselves
-and do not dispatch, get a forward with the slopes inside the kernel.
+padded queries' outputs are zero. A generation step (one query per row, no gradient) runs grape's
+decode kernel on the cache where it lies instead. BLOOM and MPT, whose attention modules add their
+ALiBi themselves and do not dispatch, get a forward with the slopes inside the kernel.
 """
 import dataclasses as _dataclasses
 import importlib as _importlib
@@ -289,6 +290,10 @@ def causal_attention(query, key, value, attention_mask, scale, **encoding):
         raise _grape.GrapeError("grape: attention: key: %d keys for %d queries; the queries must be the "
                                 "last of the keys' tokens" % (k_len, q_len))
     packing = _valid_tokens(attention_mask, batch, q_len, k_len)
+    if q_len == 1:
+        out = _decode_step(query, key, value, packing, scale, encoding)
+        if out is not None:
+            return out
     device = query.device
     if packing is None:
         # Every token real: one batched call, the queries at the last Tq of the Tk positions.
@@ -303,6 +308,63 @@ def causal_attention(query, key, value, attention_mask, scale, **encoding):
         q[q_rows, q_cols], k[k_rows, k_cols], v[k_rows, k_cols], causal=True, scale=scale, cu_seqlens=cu_seqlens,
         key_cu_seqlens=key_cu_seqlens, positions=positions, key_positions=key_positions, **encoding)
     return packed.new_zeros(batch, q_len, heads, dim).index_put((q_rows, q_cols), packed)
+
+
+def _decode_step(query, key, value, packing, scale, encoding):
+    """A generation step (one query per row, the last of the row's Tk tokens) on grape's decode kernel,
+    which reads transformers' cache [batch, kv_heads, Tk, d] where it lies, as one HND page per row:
+    the general path would copy and pack every cached key and value at every step (20x the time at
+    Tk = 2048). None where the general path must run: gradients wanted, an encoding other than
+    ALiBi's slopes (the kernel places token j at position j, which only an offset bias does not see),
+    or a padding _decode_calls does not take."""
+    if set(encoding) - {"slopes"} or query.device.type != "cpu":
+        return None
+    if _torch.is_grad_enabled() and any(x.requires_grad for x in (query, key, value)):
+        return None
+    batch, k_len = query.shape[0], key.shape[2]
+    calls = _decode_calls(packing, batch, k_len)
+    if calls is None:
+        return None
+    slopes = encoding.get("slopes")
+    alibi = None if slopes is None else _grape.alibi(slopes=[float(s) for s in slopes])
+    q, k, v = query[:, :, 0].contiguous(), key.contiguous(), value.contiguous()  # q [batch, heads, d]
+
+    def decode(rows, block_table, seq_lens, window):
+        return _grape.attention_decode(q if rows is None else q[rows], k, v, block_table, seq_lens, alibi,
+                                       layout="HND", window=window, scale=scale)
+
+    if calls[0][0] is None:  # every row in one call
+        return decode(*calls[0]).unsqueeze(1)
+    out = query.new_empty(batch, 1, query.shape[1], value.shape[-1])
+    for call in calls:
+        out[call[0], 0] = decode(*call)
+    return out
+
+
+# Every layer of a step gets the same packing: its decode calls, kept for the next layer.
+_last_calls = [None, None, None]  # packing, (batch, Tk), calls
+
+
+def _decode_calls(packing, batch, k_len):
+    """The decode kernel's calls for a step: [(rows or None for all, block_table, seq_lens, window)],
+    rows with the same padding in one call, a left-padded row's window its real keys (the kernel
+    reads no pad); None where a query is padding or a row's real keys are not the last of its tokens."""
+    if _last_calls[0] is packing and _last_calls[1] == (batch, k_len):
+        return _last_calls[2]
+    groups = [(None, 0)]
+    if packing is not None:
+        q_rows, _, k_rows, k_cols, _, key_cu_seqlens, _, _ = packing
+        first = k_len - key_cu_seqlens.diff()  # each row's first real key
+        if q_rows.numel() != batch or not bool((k_cols >= first[k_rows]).all()):
+            groups = None
+        else:
+            starts = first.unique().tolist()
+            groups = [(None, starts[0])] if len(starts) == 1 else [((first == s).nonzero()[:, 0], s) for s in starts]
+    calls = None if groups is None else [
+        (rows, (_torch.arange(batch) if rows is None else rows).to(_torch.int32)[:, None],
+         _torch.full((batch if rows is None else len(rows),), k_len), k_len - start) for rows, start in groups]
+    _last_calls[:] = [packing, (batch, k_len), calls]
+    return calls
 
 
 def _packing(query_valid, key_valid):
@@ -366,6 +428,13 @@ def _read_mask(attention_mask, batch, q_len, k_len):
     device = seen.device
     query_cols = _torch.arange(k_len - q_len, k_len, device=device)
     query_valid = seen[:, _torch.arange(q_len, device=device), query_cols]
+    # A row none of whose queries is valid, yet whose mask sees keys, has its queries elsewhere than at
+    # the end of the keys: a static cache's empty last slots. Read as padding it would give zeros.
+    if bool((seen.any(2).any(1) & ~query_valid.any(1)).any()):
+        raise _grape.GrapeError("grape: attention: attention_mask: the queries are not the last of the keys' "
+                                "tokens (a static cache's empty slots?); grape runs transformers' growing cache")
+    if q_len == 1:  # one query, the last token: what its row sees is the row's keys, nothing to compare
+        return query_valid, seen[:, 0] & query_valid
     last = _torch.where(query_valid, _torch.arange(q_len, device=device), _torch.full_like(query_cols, -1)).amax(1)
     key_valid = seen[_torch.arange(batch, device=device), last.clamp(min=0)] & (last >= 0)[:, None]
     causal = _torch.arange(k_len, device=device)[None, :] <= query_cols[:, None]

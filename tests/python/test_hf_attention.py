@@ -52,15 +52,20 @@ def left_padded():
 
 @pytest.fixture
 def grape_calls(monkeypatch):
-    """How many times grape's fused attention ran."""
-    calls = [0]
-    kernel = grape.hf._grape_torch.attention
+    """How many times grape's fused attention ([0]) and its decode kernel ([1]) ran."""
+    calls = [0, 0]
 
-    def counted(*args, **kwargs):
-        calls[0] += 1
-        return kernel(*args, **kwargs)
+    def count(module, name, slot):
+        kernel = getattr(module, name)
 
-    monkeypatch.setattr(grape.hf._grape_torch, "attention", counted)
+        def counted(*args, **kwargs):
+            calls[slot] += 1
+            return kernel(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    count(grape.hf._grape_torch, "attention", 0)
+    count(grape, "attention_decode", 1)
     return calls
 
 
@@ -110,7 +115,9 @@ def test_llama_generate_left_padded_gives_transformers_tokens(reference, grape_c
     ids, mask = left_padded()
     tokens, scores = generate(model, reference, ids, mask)
     grape_tokens, grape_scores = generate(model, "grape", ids, mask)
-    assert grape_calls[0] == 2 * NEW_TOKENS  # the prompt, then one step a token, through the cache
+    assert grape_calls[0] == 2  # the prompt, a call per layer
+    # Then a step per new token through the cache on the decode kernel: a call per layer and padding.
+    assert grape_calls[1] == 2 * 2 * (NEW_TOKENS - 1)
     assert tokens.shape == (2, 12 + NEW_TOKENS)
     assert torch.equal(grape_tokens, tokens)
     assert (grape_scores - scores).abs().max().item() <= 1e-4
@@ -252,3 +259,80 @@ def test_bad_arguments_give_one_grape_line():
         grape.hf.attention(layer, q, k, v, bias)
     with pytest.raises(grape.GrapeError, match=r"^grape: attention: key: 3 keys for 5 queries"):
         grape.hf.attention(layer, q, k[:, :, :3], v[:, :, :3], None)
+
+
+def dense_decode(q, k, v, first, scale, slopes=None):
+    """float64 attention of one query per row ([batch, heads, d], the last of Tk tokens) over keys
+    [first[b], Tk) of [batch, kv_heads, Tk, d], with -slope * (query - key) added: [batch, 1, heads, d]."""
+    batch, heads, _ = q.shape
+    k_len, group = k.shape[2], heads // k.shape[1]
+    out = torch.zeros(batch, 1, heads, v.shape[-1], dtype=torch.float64)
+    for b in range(batch):
+        for h in range(heads):
+            keys, values = k[b, h // group, first[b]:].double(), v[b, h // group, first[b]:].double()
+            logits = scale * keys @ q[b, h].double()
+            if slopes is not None:
+                logits -= float(slopes[h]) * torch.arange(k_len - 1 - first[b], -1, -1, dtype=torch.float64)
+            out[b, 0, h] = torch.softmax(logits, 0) @ values
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("alibi", [False, True])
+def test_a_decode_step_reads_the_cache_in_place_on_the_decode_kernel(dtype, alibi, grape_calls):
+    """One query per row against transformers' cache: the float64 result over each row's valid keys,
+    rows of three paddings (two alike), GQA 8:2; the pads hold NaN, which the kernel must not read."""
+    g = torch.Generator().manual_seed(3)
+    batch, heads, kv_heads, dim, k_len = 4, 8, 2, 64, 300
+    q = torch.randn(batch, heads, 1, dim, generator=g).to(dtype)
+    k, v = (torch.randn(batch, kv_heads, k_len, dim, generator=g).to(dtype) for _ in range(2))
+    first = [0, 37, 0, 120]
+    mask = torch.zeros(batch, 1, 1, k_len)
+    for b, f in enumerate(first):
+        mask[b, ..., :f] = torch.finfo(torch.float32).min
+        k[b, :, :f], v[b, :, :f] = float("nan"), float("nan")
+    slopes = torch.tensor([2.0 ** -(i + 1) for i in range(heads)]) if alibi else None
+    encoding = {"slopes": slopes} if alibi else {}
+    got = grape.hf.causal_attention(q, k, v, mask, 0.125, **encoding)
+    assert grape_calls == [0, 3]  # one call per padding
+    assert got.dtype == dtype and got.shape == (batch, 1, heads, dim)
+    expected = dense_decode(q[:, :, 0], k, v, first, 0.125, slopes)
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-2  # bf16: the output's rounding, 2^-8 of |out| <= 1
+    assert (got.double() - expected).abs().max().item() <= tolerance
+    # No mask: every key seen, in one call.
+    k, v = k.nan_to_num(0.5), v.nan_to_num(0.5)
+    got = grape.hf.causal_attention(q, k, v, None, 0.125, **encoding)
+    assert grape_calls == [0, 4]
+    assert (got.double() - dense_decode(q[:, :, 0], k, v, [0] * batch, 0.125, slopes)).abs().max().item() <= tolerance
+    # The next step's cache is one token longer (here shorter): the calls follow it.
+    k, v = k[:, :, :250].contiguous(), v[:, :, :250].contiguous()
+    got = grape.hf.causal_attention(q, k, v, None, 0.125, **encoding)
+    assert (got.double() - dense_decode(q[:, :, 0], k, v, [0] * batch, 0.125, slopes)).abs().max().item() <= tolerance
+
+
+def test_a_decode_step_with_gradients_takes_the_differentiable_path(grape_calls):
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(2, 4, 1, 16, generator=g, requires_grad=True)
+    k, v = torch.randn(2, 2, 9, 16, generator=g), torch.randn(2, 2, 9, 16, generator=g)
+    out = grape.hf.causal_attention(q, k, v, None, 0.25)
+    assert grape_calls == [1, 0]
+    out.sum().backward()
+    reference = q.detach().clone().requires_grad_()
+    keys, values = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+    dense_out = torch.softmax(0.25 * reference @ keys.transpose(-1, -2), -1) @ values
+    dense_out.sum().backward()
+    assert (out.transpose(1, 2) - dense_out).abs().max().item() <= 1e-5
+    assert (q.grad - reference.grad).abs().max().item() <= 1e-5
+
+
+def test_a_static_cache_mask_is_refused_not_read_as_padding():
+    """A static cache passes all its slots, the queries before its empty last ones: each query's mask
+    row sees its own position and those before. Read as bottom-right aligned, every query would be
+    padding and every output zero."""
+    q, k, v = torch.randn(2, 4, 3, 16), torch.randn(2, 2, 8, 16), torch.randn(2, 2, 8, 16)
+    positions = torch.arange(2, 5)  # the queries are tokens 2..4 of the 8 slots
+    seen = torch.arange(8)[None, :] <= positions[:, None]
+    with pytest.raises(grape.GrapeError, match=r"^grape: attention: attention_mask: the queries are not the last"):
+        grape.hf.causal_attention(q, k, v, seen.expand(2, 1, 3, 8), 0.25)
+    with pytest.raises(grape.GrapeError, match=r"^grape: attention: attention_mask: the queries are not the last"):
+        grape.hf.causal_attention(q[:, :, :1], k, v, seen[:1].expand(2, 1, 1, 8), 0.25)
