@@ -123,7 +123,7 @@ def _module_arguments(kind, params, spec):
 def forward(q, k, v, kind, params, spec, options):
     """(out, lse) of the fused attention with the kind's encoding."""
     encoding, arrays = _module_arguments(kind, params, spec)
-    return _grape.attention(q, k, v, encoding, return_lse=True, **arrays, **options)
+    return _grape.attention(q, k, v, encoding, return_lse=True, threads=_torch.get_num_threads(), **arrays, **options)
 
 
 def backward(grad_out, q, k, v, out, lse, kind, params, spec, options, wanted):
@@ -135,7 +135,7 @@ def backward(grad_out, q, k, v, out, lse, kind, params, spec, options, wanted):
     want_bias = any(wanted[1:] if frequency_first else wanted)
     dq, dk, dv, d_bias, d_freq = _grape.attention_backward(
         grad_out.to(q.dtype).contiguous(), q, k, v, out, lse, encoding, bias_grad=want_bias,
-        inv_freq_grad=want_freq, **arrays, **options)
+        inv_freq_grad=want_freq, threads=_torch.get_num_threads(), **arrays, **options)
     grads = []
     flat_bias, at = _torch.tensor(d_bias or [], dtype=_torch.float64), 0
     for i, (p, want) in enumerate(zip(params, wanted)):

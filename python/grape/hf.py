@@ -315,55 +315,66 @@ def _decode_step(query, key, value, packing, scale, encoding):
     which reads transformers' cache [batch, kv_heads, Tk, d] where it lies, as one HND page per row:
     the general path would copy and pack every cached key and value at every step (20x the time at
     Tk = 2048). None where the general path must run: gradients wanted, an encoding other than
-    ALiBi's slopes (the kernel places token j at position j, which only an offset bias does not see),
-    or a padding _decode_calls does not take."""
+    ALiBi's slopes, or a padding _decode_calls does not take."""
     if set(encoding) - {"slopes"} or query.device.type != "cpu":
         return None
     if _torch.is_grad_enabled() and any(x.requires_grad for x in (query, key, value)):
         return None
-    batch, k_len = query.shape[0], key.shape[2]
-    calls = _decode_calls(packing, batch, k_len)
+    slopes = encoding.get("slopes")
+    calls = _decode_calls(packing, query.shape[0], key.shape[2], slopes is not None)
     if calls is None:
         return None
-    slopes = encoding.get("slopes")
     alibi = None if slopes is None else _grape.alibi(slopes=[float(s) for s in slopes])
     q, k, v = query[:, :, 0].contiguous(), key.contiguous(), value.contiguous()  # q [batch, heads, d]
 
-    def decode(rows, block_table, seq_lens, window):
+    def decode(rows, block_table, seq_lens, q_positions, window):
         return _grape.attention_decode(q if rows is None else q[rows], k, v, block_table, seq_lens, alibi,
-                                       layout="HND", window=window, scale=scale)
+                                       q_positions=q_positions, layout="HND", window=window, scale=scale,
+                                       threads=_torch.get_num_threads())
 
     if calls[0][0] is None:  # every row in one call
         return decode(*calls[0]).unsqueeze(1)
-    out = query.new_empty(batch, 1, query.shape[1], value.shape[-1])
+    out = query.new_empty(query.shape[0], 1, query.shape[1], value.shape[-1])
     for call in calls:
         out[call[0], 0] = decode(*call)
     return out
 
 
 # Every layer of a step gets the same packing: its decode calls, kept for the next layer.
-_last_calls = [None, None, None]  # packing, (batch, Tk), calls
+_last_calls = [None, None, None]  # packing, (batch, Tk, by_padding), calls
 
 
-def _decode_calls(packing, batch, k_len):
-    """The decode kernel's calls for a step: [(rows or None for all, block_table, seq_lens, window)],
-    rows with the same padding in one call, a left-padded row's window its real keys (the kernel
-    reads no pad); None where a query is padding or a row's real keys are not the last of its tokens."""
-    if _last_calls[0] is packing and _last_calls[1] == (batch, k_len):
+def _decode_calls(packing, batch, k_len, by_padding):
+    """The decode kernel's calls for a step: [(rows or None for all, block_table, seq_lens, q_positions,
+    window)], row b's page the cache's row b; None where a query is padding or a row's real keys are
+    not the last of its tokens. A row with p pads sees keys [p, Tk), its real ones, through its window,
+    so the kernel reads no pad. Without an encoding every row goes in one call, its query placed at
+    p + Tk - 1 with a window of Tk (the positions enter nothing else). With ALiBi (by_padding) the query
+    stays at Tk - 1, its window the row's real keys, one call per padding: placed at p + Tk - 1 its
+    bias would move by -slope * p along the row, which the softmax ignores but float32 does not (the
+    logits of the keys that matter would round to the ulp of slope * p)."""
+    state = (batch, k_len, by_padding)
+    if _last_calls[0] is packing and _last_calls[1] == state:
         return _last_calls[2]
-    groups = [(None, 0)]
+
+    def call(rows, count, q_positions, window):
+        table = (_torch.arange(batch) if rows is None else rows).to(_torch.int32)[:, None]
+        return rows, table, _torch.full((count,), k_len), q_positions, window
+
+    calls = [call(None, batch, None, 0)]
     if packing is not None:
         q_rows, _, k_rows, k_cols, _, key_cu_seqlens, _, _ = packing
-        first = k_len - key_cu_seqlens.diff()  # each row's first real key
-        if q_rows.numel() != batch or not bool((k_cols >= first[k_rows]).all()):
-            groups = None
+        pads = k_len - key_cu_seqlens.diff()  # each row's first real key
+        if q_rows.numel() != batch or not bool((k_cols >= pads[k_rows]).all()):
+            calls = None
+        elif not by_padding:
+            calls = [call(None, batch, pads + (k_len - 1), k_len)]
         else:
-            starts = first.unique().tolist()
-            groups = [(None, starts[0])] if len(starts) == 1 else [((first == s).nonzero()[:, 0], s) for s in starts]
-    calls = None if groups is None else [
-        (rows, (_torch.arange(batch) if rows is None else rows).to(_torch.int32)[:, None],
-         _torch.full((batch if rows is None else len(rows),), k_len), k_len - start) for rows, start in groups]
-    _last_calls[:] = [packing, (batch, k_len), calls]
+            calls = []
+            for p in pads.unique().tolist():
+                rows = (pads == p).nonzero()[:, 0]
+                calls.append(call(None if len(rows) == batch else rows, len(rows), None, k_len - p))
+    _last_calls[:] = [packing, state, calls]
     return calls
 
 

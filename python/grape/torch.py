@@ -22,6 +22,12 @@ from grape._python_encodings import PythonBias as _PythonBias
 from grape import _python_rotations
 
 
+def _threads():
+    """The threads of every kernel call made here: torch's (torch.set_num_threads), which a PyPI torch
+    keeps in an OpenMP runtime of its own, apart from grape's."""
+    return _torch.get_num_threads()
+
+
 class _RotateQK(_torch.autograd.Function):
 
     @staticmethod
@@ -31,7 +37,7 @@ class _RotateQK(_torch.autograd.Function):
                                     % type(encoding).__name__)
         if inv_freq is not None:
             encoding = encoding.with_inv_freq(_values(inv_freq))
-        q_out, k_out = _grape.rotate_qk(q, k, encoding, positions=positions, offsets=offsets)
+        q_out, k_out = _grape.rotate_qk(q, k, encoding, positions=positions, offsets=offsets, threads=_threads())
         ctx.encoding = encoding
         ctx.positions = positions
         ctx.offsets = offsets
@@ -43,11 +49,12 @@ class _RotateQK(_torch.autograd.Function):
     def backward(ctx, grad_q, grad_k):
         q, k = ctx.saved_tensors
         grad_q, grad_k = _like(grad_q, q), _like(grad_k, k)
-        dq, dk = _grape.rotate_qk_backward(grad_q, grad_k, ctx.encoding, positions=ctx.positions, offsets=ctx.offsets)
+        dq, dk = _grape.rotate_qk_backward(grad_q, grad_k, ctx.encoding, positions=ctx.positions, offsets=ctx.offsets,
+                                           threads=_threads())
         d_inv_freq = None
         if ctx.inv_freq_meta is not None and ctx.needs_input_grad[2]:
             g = _grape.inv_freq_grad(q, k, grad_q, grad_k, ctx.encoding, positions=ctx.positions,
-                                     offsets=ctx.offsets)
+                                     offsets=ctx.offsets, threads=_threads())
             dtype, device = ctx.inv_freq_meta
             d_inv_freq = _torch.tensor(g, dtype=dtype, device=device)
         return dq, dk, d_inv_freq, None, None, None
@@ -178,7 +185,7 @@ if HAVE_CUSTOM_OPS:
                head_dim: int, rotary_dim: int, layout: str,
                attention_factor: float) -> _Tuple[_torch.Tensor, _torch.Tensor]:
             return kernel(q, k, _encoding_of(inv_freq, head_dim, rotary_dim, layout, attention_factor),
-                          positions=positions)
+                          positions=positions, threads=_threads())
 
         @op.register_fake
         def _(q, k, inv_freq, positions, head_dim, rotary_dim, layout, attention_factor):
@@ -194,7 +201,7 @@ if HAVE_CUSTOM_OPS:
                           inv_freq: _torch.Tensor, positions: _torch.Tensor, head_dim: int, rotary_dim: int,
                           layout: str, attention_factor: float) -> _torch.Tensor:
         enc = _encoding_of(inv_freq, head_dim, rotary_dim, layout, attention_factor)
-        g = _grape.inv_freq_grad(q, k, grad_q, grad_k, enc, positions=positions)
+        g = _grape.inv_freq_grad(q, k, grad_q, grad_k, enc, positions=positions, threads=_threads())
         return _torch.tensor(g, dtype=inv_freq.dtype, device=inv_freq.device)
 
     @_inv_freq_grad_op.register_fake
@@ -259,7 +266,7 @@ class _GrapeMRotate(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, freqs, phases, positions, offsets, layout, angle_sign):
         q_out, k_out = _grape.grape_m_rotate_qk(q, k, freqs, phases=phases, positions=positions, offsets=offsets,
-                                                layout=layout, angle_sign=angle_sign)
+                                                layout=layout, angle_sign=angle_sign, threads=_threads())
         ctx.meta = dict(positions=positions, offsets=offsets, layout=layout, angle_sign=angle_sign)
         ctx.from_outputs = q.dtype == _torch.float32
         ctx.save_for_backward(*((q_out, k_out) if ctx.from_outputs else (q, k)), freqs, phases)
@@ -273,13 +280,17 @@ class _GrapeMRotate(_torch.autograd.Function):
         want_phases = phases is not None and ctx.needs_input_grad[3]
         gf = gp = None
         if not (want_freqs or want_phases):
-            dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, **ctx.meta)
+            dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, threads=_threads(),
+                                                       **ctx.meta)
         elif ctx.from_outputs:
             dq, dk, gf, gp = _grape.grape_m_rotate_qk_backward_with_grads(grad_q, grad_k, x_q, x_k, freqs,
-                                                                          phases=phases, **ctx.meta)
+                                                                          phases=phases, threads=_threads(),
+                                                                          **ctx.meta)
         else:
-            dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, **ctx.meta)
-            gf, gp = _grape.grape_m_param_grads(x_q, x_k, grad_q, grad_k, freqs, phases=phases, **ctx.meta)
+            dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, threads=_threads(),
+                                                       **ctx.meta)
+            gf, gp = _grape.grape_m_param_grads(x_q, x_k, grad_q, grad_k, freqs, phases=phases, threads=_threads(),
+                                            **ctx.meta)
         d_freqs = _torch.from_numpy(gf).to(dtype=freqs.dtype, device=freqs.device) if want_freqs else None
         d_phases = (_torch.from_numpy(_np_contiguous(gp)).to(dtype=phases.dtype, device=phases.device)
                     if want_phases else None)
@@ -311,7 +322,7 @@ class _Rank2Rotate(_torch.autograd.Function):
     def forward(ctx, q, k, a, b, omega, positions, offsets):
         encoding = _grape.encoding("grape_m", head_dim=int(q.shape[-1]), omega=float(omega),
                                    a=a.detach().double().cpu().tolist(), b=b.detach().double().cpu().tolist())
-        q_out, k_out = _grape.rotate_qk(q, k, encoding, positions=positions, offsets=offsets)
+        q_out, k_out = _grape.rotate_qk(q, k, encoding, positions=positions, offsets=offsets, threads=_threads())
         ctx.meta = (encoding, positions, offsets)
         ctx.save_for_backward(q, k, a, b, omega)
         return q_out, k_out
@@ -321,7 +332,8 @@ class _Rank2Rotate(_torch.autograd.Function):
         q, k, a, b, omega = ctx.saved_tensors
         encoding, positions, offsets = ctx.meta
         grad_q, grad_k = _like(grad_q, q), _like(grad_k, k)
-        dq, dk = _grape.rotate_qk_backward(grad_q, grad_k, encoding, positions=positions, offsets=offsets)
+        dq, dk = _grape.rotate_qk_backward(grad_q, grad_k, encoding, positions=positions, offsets=offsets,
+                                           threads=_threads())
         grads = [None, None, None]
         if any(ctx.needs_input_grad[2:5]):
             pos = _positions_tensor(q, positions, offsets).reshape(-1)
@@ -390,14 +402,14 @@ class _LiftQK(_torch.autograd.Function):
     def forward(ctx, q, k, encoding, positions, offsets):
         ctx.meta = (encoding, positions, offsets)
         ctx.save_for_backward(q, k)
-        return _grape.lift_qk(q, k, encoding, positions=positions, offsets=offsets)
+        return _grape.lift_qk(q, k, encoding, positions=positions, offsets=offsets, threads=_threads())
 
     @staticmethod
     def backward(ctx, grad_q_lifted, grad_k_lifted):
         q, k = ctx.saved_tensors
         encoding, positions, offsets = ctx.meta
         dq, dk = _grape.lift_qk_backward(grad_q_lifted.contiguous(), grad_k_lifted.contiguous(), q, k, encoding,
-                                         positions=positions, offsets=offsets)
+                                         positions=positions, offsets=offsets, threads=_threads())
         return dq, dk, None, None, None
 
 
@@ -417,12 +429,13 @@ class _AlibiBias(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, slopes, q_len, k_len, q_start, k_start):
         ctx.meta = (q_start, k_start, slopes.dtype, slopes.device)
-        return _torch.from_numpy(_grape.alibi_bias(slopes, q_len, k_len, q_start, k_start)).to(slopes.device)
+        tile = _grape.alibi_bias(slopes, q_len, k_len, q_start, k_start, threads=_threads())
+        return _torch.from_numpy(tile).to(slopes.device)
 
     @staticmethod
     def backward(ctx, grad_tile):
         q_start, k_start, dtype, device = ctx.meta
-        g = _grape.alibi_slope_grad(grad_tile, q_start, k_start)
+        g = _grape.alibi_slope_grad(grad_tile, q_start, k_start, threads=_threads())
         return _torch.tensor(g, dtype=dtype, device=device), None, None, None, None
 
 
@@ -458,7 +471,8 @@ class _FoxBias(_torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, log_forget, causal_mask_value):
-        tile = _tiles_per_sequence(lambda lf: _grape.fox_bias(lf, causal_mask_value=causal_mask_value), log_forget)
+        tile = _tiles_per_sequence(
+            lambda lf: _grape.fox_bias(lf, causal_mask_value=causal_mask_value, threads=_threads()), log_forget)
         ctx.meta = (log_forget.dtype, log_forget.device)
         return tile.to(log_forget.device)
 
@@ -486,7 +500,8 @@ class _GrapeABias(_torch.autograd.Function):
     def forward(ctx, omega, key_gate, query_gate, causal_mask_value):
         om = omega.detach().to(_torch.float32).cpu().numpy()
         tile = _mask_after_the_query(
-            _tiles_per_sequence(lambda kg, qg: _grape.grape_a_bias(om, kg, qg), key_gate, query_gate),
+            _tiles_per_sequence(lambda kg, qg: _grape.grape_a_bias(om, kg, qg, threads=_threads()), key_gate,
+                                query_gate),
             causal_mask_value)
         ctx.save_for_backward(omega, key_gate, query_gate if query_gate is not None else key_gate.new_empty(0))
         ctx.has_query_gate = query_gate is not None
@@ -525,7 +540,8 @@ class _GrapeAPBias(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, projections, norm_eps, causal_mask_value):
         tiles = _mask_after_the_query(
-            _tiles_per_sequence(lambda p: _grape.grape_ap_bias(p, norm_eps), projections, sequence_dims=3),
+            _tiles_per_sequence(lambda p: _grape.grape_ap_bias(p, norm_eps, threads=_threads()), projections,
+                                sequence_dims=3),
             causal_mask_value)
         ctx.save_for_backward(projections)
         ctx.norm_eps = norm_eps

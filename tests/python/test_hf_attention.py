@@ -116,8 +116,7 @@ def test_llama_generate_left_padded_gives_transformers_tokens(reference, grape_c
     tokens, scores = generate(model, reference, ids, mask)
     grape_tokens, grape_scores = generate(model, "grape", ids, mask)
     assert grape_calls[0] == 2  # the prompt, a call per layer
-    # Then a step per new token through the cache on the decode kernel: a call per layer and padding.
-    assert grape_calls[1] == 2 * 2 * (NEW_TOKENS - 1)
+    assert grape_calls[1] == 2 * (NEW_TOKENS - 1)  # then a step per new token on the decode kernel
     assert tokens.shape == (2, 12 + NEW_TOKENS)
     assert torch.equal(grape_tokens, tokens)
     assert (grape_scores - scores).abs().max().item() <= 1e-4
@@ -281,12 +280,13 @@ def dense_decode(q, k, v, first, scale, slopes=None):
 @pytest.mark.parametrize("alibi", [False, True])
 def test_a_decode_step_reads_the_cache_in_place_on_the_decode_kernel(dtype, alibi, grape_calls):
     """One query per row against transformers' cache: the float64 result over each row's valid keys,
-    rows of three paddings (two alike), GQA 8:2; the pads hold NaN, which the kernel must not read."""
+    rows of three paddings, GQA 8:2; the pads hold NaN, which the kernel must not read. One call, or
+    one per padding with ALiBi (whose bias keeps each row's positions)."""
     g = torch.Generator().manual_seed(3)
-    batch, heads, kv_heads, dim, k_len = 4, 8, 2, 64, 300
+    batch, heads, kv_heads, dim, k_len = 4, 8, 2, 64, 2048
     q = torch.randn(batch, heads, 1, dim, generator=g).to(dtype)
     k, v = (torch.randn(batch, kv_heads, k_len, dim, generator=g).to(dtype) for _ in range(2))
-    first = [0, 37, 0, 120]
+    first = [0, 37, 0, 1500]  # long pads: ALiBi's logits stay exact only at the rows' true offsets
     mask = torch.zeros(batch, 1, 1, k_len)
     for b, f in enumerate(first):
         mask[b, ..., :f] = torch.finfo(torch.float32).min
@@ -294,18 +294,18 @@ def test_a_decode_step_reads_the_cache_in_place_on_the_decode_kernel(dtype, alib
     slopes = torch.tensor([2.0 ** -(i + 1) for i in range(heads)]) if alibi else None
     encoding = {"slopes": slopes} if alibi else {}
     got = grape.hf.causal_attention(q, k, v, mask, 0.125, **encoding)
-    assert grape_calls == [0, 3]  # one call per padding
+    assert grape_calls == [0, 3 if alibi else 1]
     assert got.dtype == dtype and got.shape == (batch, 1, heads, dim)
     expected = dense_decode(q[:, :, 0], k, v, first, 0.125, slopes)
-    tolerance = 1e-5 if dtype == torch.float32 else 1e-2  # bf16: the output's rounding, 2^-8 of |out| <= 1
+    tolerance = 2e-6 if dtype == torch.float32 else 1e-2  # bf16: the output's rounding, 2^-8 of |out| <= 1
     assert (got.double() - expected).abs().max().item() <= tolerance
     # No mask: every key seen, in one call.
-    k, v = k.nan_to_num(0.5), v.nan_to_num(0.5)
+    k, v = (x.nan_to_num(0.0) + x.isnan() * torch.randn(x.shape, generator=g).to(dtype) for x in (k, v))
     got = grape.hf.causal_attention(q, k, v, None, 0.125, **encoding)
-    assert grape_calls == [0, 4]
+    assert grape_calls == [0, 4 if alibi else 2]
     assert (got.double() - dense_decode(q[:, :, 0], k, v, [0] * batch, 0.125, slopes)).abs().max().item() <= tolerance
     # The next step's cache is one token longer (here shorter): the calls follow it.
-    k, v = k[:, :, :250].contiguous(), v[:, :, :250].contiguous()
+    k, v = k[:, :, :1900].contiguous(), v[:, :, :1900].contiguous()
     got = grape.hf.causal_attention(q, k, v, None, 0.125, **encoding)
     assert (got.double() - dense_decode(q[:, :, 0], k, v, [0] * batch, 0.125, slopes)).abs().max().item() <= tolerance
 

@@ -185,3 +185,33 @@ def test_a_rotary_table_rotates_like_its_encoding():
     pos = torch.tensor([0, 1, 5, 100, 4000, 70000, 2**31 - 1])
     a, b = rotate_qk(q, k, enc, positions=pos), rotate_qk(q, k, table, positions=pos)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kernels_run_on_torchs_thread_count(monkeypatch, threads):
+    """grape.torch's kernel calls take torch.get_num_threads(): a PyPI torch keeps its thread count in
+    an OpenMP runtime of its own, which grape's kernels would not see."""
+    seen = []
+
+    def spy(name):
+        kernel = getattr(grape, name)
+
+        def call(*args, **kwargs):
+            seen.append((name, kwargs.get("threads")))
+            return kernel(*args, **kwargs)
+
+        monkeypatch.setattr(grape, name, call)
+
+    for name in ("attention", "attention_backward", "alibi_bias", "alibi_slope_grad"):
+        spy(name)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        q, k, v = (torch.randn(16, 2, 8, requires_grad=True) for _ in range(3))
+        slopes = torch.tensor([0.5, 0.25], requires_grad=True)
+        grape.torch.attention(q, k, v, slopes=slopes).sum().backward()
+        grape.torch.alibi_bias(slopes, 4, 4).sum().backward()
+    finally:
+        torch.set_num_threads(before)
+    assert sorted({name for name, _ in seen}) == ["alibi_bias", "alibi_slope_grad", "attention", "attention_backward"]
+    assert all(t == threads for _, t in seen), seen
