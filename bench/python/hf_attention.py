@@ -11,10 +11,12 @@ the time of each step, so the prompt's forward is not counted (tokens/s counts t
 Each case runs with the first prompt left-padded by T/4 and without padding. Each round times every
 (implementation, case) once in alternating order; the figure is the median over rounds.
 
---threads sets OMP_NUM_THREADS before torch and grape load: a PyPI torch brings its own OpenMP
-runtime, which torch.set_num_threads governs and grape's does not.
+--threads sets torch's thread count, which grape.hf's calls follow, and OMP_NUM_THREADS before torch
+and grape load (a PyPI torch brings an OpenMP runtime of its own, apart from grape's). --general-path also times grape with its decode steps on the general
+path (the fused kernel on the cache copied and packed at every step, as before the decode path), the
+same steps in the same rounds.
 
-Usage: hf_attention.py [--tokens 512,2048] [--new 64] [--rounds 5] [--threads 2]
+Usage: hf_attention.py [--tokens 512,2048] [--new 64] [--rounds 5] [--threads 2] [--general-path]
 """
 import argparse
 import os
@@ -37,6 +39,7 @@ def main():
     parser.add_argument("--new", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--general-path", action="store_true")
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
@@ -91,16 +94,26 @@ def main():
             cases.append((f"prefill T={tokens}, {what}", prefill, ids, mask))
             cases.append((f"generate {args.new} steps after T={tokens}, {what}", generate, ids, mask))
 
-    rates = {(name, impl): [] for name, *_ in cases for impl in ("grape", reference)}
+    decode_step = grape.hf._decode_step
+    general = "grape, general path"
+    impls = ["grape", reference] + ([general] if args.general_path else [])
+    rates = {(name, impl): [] for name, *_ in cases for impl in impls}
     for r in range(args.rounds):
         for name, run, ids, mask in cases:
-            for impl in (("grape", reference) if r % 2 == 0 else (reference, "grape")):
-                grape.hf.set_attention(model, impl)
+            order = [i for i in impls if i != general] if name.startswith("prefill") else impls
+            for impl in (order if r % 2 == 0 else order[::-1]):
+                grape.hf._decode_step = decode_step if impl != general else (lambda *step: None)
+                grape.hf.set_attention(model, "grape" if impl.startswith("grape") else impl)
                 rates[(name, impl)].append(run(ids, mask))
+    grape.hf._decode_step = decode_step
     for name, *_ in cases:
         g = statistics.median(rates[(name, "grape")])
         t = statistics.median(rates[(name, reference)])
-        print(f"{name}: grape {g:.0f} tokens/s, {reference} {t:.0f} tokens/s, ratio {g / t:.2f}")
+        line = f"{name}: grape {g:.0f} tokens/s, {reference} {t:.0f} tokens/s, ratio {g / t:.2f}"
+        if general in impls and rates[(name, general)]:  # prefill does not run it
+            p = statistics.median(rates[(name, general)])
+            line += f"; general path {p:.0f} tokens/s, ratio {p / t:.2f}"
+        print(line)
 
 
 if __name__ == "__main__":
