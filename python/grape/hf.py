@@ -29,9 +29,9 @@ dim], K and V possibly from the KV cache and longer than Q) runs grape.torch.att
 bottom-right aligned, GQA without repeating K and V. The padding comes out of the causal mask the
 model passes (transformers' 4-D mask, checked to be causal plus padding): the valid tokens of each
 row are packed into sequences of their own (cu_seqlens), so no T x T mask reaches the kernel, and
-padded queries' outputs are zero. A generation step (one query per row, no gradient) runs grape's
-decode kernel on the cache where it lies instead. BLOOM and MPT, whose attention modules add their
-ALiBi themselves and do not dispatch, get a forward with the slopes inside the kernel.
+padded queries' outputs are zero. A generation step (up to 8 new tokens a row, no gradient) runs
+grape's decode kernel on the cache where it lies instead. BLOOM and MPT, whose attention modules add
+their ALiBi themselves and do not dispatch, get a forward with the slopes inside the kernel.
 """
 import dataclasses as _dataclasses
 import importlib as _importlib
@@ -290,7 +290,7 @@ def causal_attention(query, key, value, attention_mask, scale, **encoding):
         raise _grape.GrapeError("grape: attention: key: %d keys for %d queries; the queries must be the "
                                 "last of the keys' tokens" % (k_len, q_len))
     packing = _valid_tokens(attention_mask, batch, q_len, k_len)
-    if q_len == 1:
+    if q_len <= _DECODE_QUERIES and q_len < k_len:
         out = _decode_step(query, key, value, packing, scale, encoding)
         if out is not None:
             return out
@@ -310,70 +310,82 @@ def causal_attention(query, key, value, attention_mask, scale, **encoding):
     return packed.new_zeros(batch, q_len, heads, dim).index_put((q_rows, q_cols), packed)
 
 
+# A step of up to this many new tokens per row against a cache goes to the decode kernel, a
+# sequence per query: each query reads the cache once, where the fused kernel copies and packs it
+# once per call. At 8 new tokens the two tie on 512 cached tokens; on 2048 the decode kernel takes
+# a third of the time (docs/python.md).
+_DECODE_QUERIES = 8
+
+
 def _decode_step(query, key, value, packing, scale, encoding):
-    """A generation step (one query per row, the last of the row's Tk tokens) on grape's decode kernel,
-    which reads transformers' cache [batch, kv_heads, Tk, d] where it lies, as one HND page per row:
-    the general path would copy and pack every cached key and value at every step (20x the time at
-    Tk = 2048). None where the general path must run: gradients wanted, an encoding other than
-    ALiBi's slopes, or a padding _decode_calls does not take."""
+    """New tokens against transformers' cache [batch, kv_heads, Tk, d] (Tq <= _DECODE_QUERIES, the
+    last of each row's tokens) on grape's decode kernel, which reads the cache where it lies, as one
+    HND page per row, each query a sequence of its own: the general path would copy and pack every
+    cached key and value at every step (20x the time at Tk = 2048 and one new token). None where the
+    general path must run: gradients wanted, an encoding other than ALiBi's slopes (and those only
+    for one new token), or a padding _decode_calls does not take."""
     if set(encoding) - {"slopes"} or query.device.type != "cpu":
         return None
     if _torch.is_grad_enabled() and any(x.requires_grad for x in (query, key, value)):
         return None
+    batch, heads, q_len, _ = query.shape
     slopes = encoding.get("slopes")
-    calls = _decode_calls(packing, query.shape[0], key.shape[2], slopes is not None)
+    if slopes is not None and q_len > 1:
+        return None
+    calls = _decode_calls(packing, batch, q_len, key.shape[2], slopes is not None)
     if calls is None:
         return None
     alibi = None if slopes is None else _grape.alibi(slopes=[float(s) for s in slopes])
-    q, k, v = query[:, :, 0].contiguous(), key.contiguous(), value.contiguous()  # q [batch, heads, d]
+    q = query.transpose(1, 2).reshape(batch * q_len, heads, query.shape[3]).contiguous()  # [queries, heads, d]
+    k, v = key.contiguous(), value.contiguous()
 
     def decode(rows, block_table, seq_lens, q_positions, window):
         return _grape.attention_decode(q if rows is None else q[rows], k, v, block_table, seq_lens, alibi,
                                        q_positions=q_positions, layout="HND", window=window, scale=scale,
                                        threads=_torch.get_num_threads())
 
-    if calls[0][0] is None:  # every row in one call
-        return decode(*calls[0]).unsqueeze(1)
-    out = query.new_empty(query.shape[0], 1, query.shape[1], value.shape[-1])
+    if calls[0][0] is None:  # every query in one call
+        return decode(*calls[0]).reshape(batch, q_len, heads, value.shape[-1])
+    out = query.new_empty(batch, 1, heads, value.shape[-1])
     for call in calls:
         out[call[0], 0] = decode(*call)
     return out
 
 
 # Every layer of a step gets the same packing: its decode calls, kept for the next layer.
-_last_calls = [None, None, None]  # packing, (batch, Tk, by_padding), calls
+_last_calls = [None, None, None]  # packing, (batch, Tq, Tk, by_padding), calls
 
 
-def _decode_calls(packing, batch, k_len, by_padding):
+def _decode_calls(packing, batch, q_len, k_len, by_padding):
     """The decode kernel's calls for a step: [(rows or None for all, block_table, seq_lens, q_positions,
-    window)], row b's page the cache's row b; None where a query is padding or a row's real keys are
-    not the last of its tokens. A row with p pads sees keys [p, Tk), its real ones, through its window,
-    so the kernel reads no pad. Without an encoding every row goes in one call, its query placed at
-    p + Tk - 1 with a window of Tk (the positions enter nothing else). With ALiBi (by_padding) the query
-    stays at Tk - 1, its window the row's real keys, one call per padding: placed at p + Tk - 1 its
-    bias would move by -slope * p along the row, which the softmax ignores but float32 does not (the
-    logits of the keys that matter would round to the ulp of slope * p)."""
-    state = (batch, k_len, by_padding)
+    window)], query i of row b the sequence b·Tq + i, on the cache's row b with keys up to its own
+    (Tk - Tq + i + 1 of them); None where a query is padding or a row's real keys are not the last of
+    its tokens. A row with p pads sees keys from p through its window, so the kernel reads no pad.
+    Without an encoding every query goes in one call, placed at p + Tk - 1 with a window of Tk, which
+    leaves it keys [p, its own]; the positions enter nothing else. With ALiBi (by_padding, one query
+    per row) the query stays at Tk - 1, its window the row's real keys, one call per padding: placed
+    at p + Tk - 1 its bias would move by -slope * p along the row, which the softmax ignores but
+    float32 does not (the logits of the keys that matter would round to the ulp of slope * p)."""
+    state = (batch, q_len, k_len, by_padding)
     if _last_calls[0] is packing and _last_calls[1] == state:
         return _last_calls[2]
-
-    def call(rows, count, q_positions, window):
-        table = (_torch.arange(batch) if rows is None else rows).to(_torch.int32)[:, None]
-        return rows, table, _torch.full((count,), k_len), q_positions, window
-
-    calls = [call(None, batch, None, 0)]
+    seq_lens = (_torch.arange(k_len - q_len + 1, k_len + 1)).repeat(batch)
+    table = _torch.arange(batch, dtype=_torch.int32).repeat_interleave(q_len)[:, None]
+    calls = [(None, table, seq_lens, None, 0)]
     if packing is not None:
         q_rows, _, k_rows, k_cols, _, key_cu_seqlens, _, _ = packing
         pads = k_len - key_cu_seqlens.diff()  # each row's first real key
-        if q_rows.numel() != batch or not bool((k_cols >= pads[k_rows]).all()):
+        if q_rows.numel() != batch * q_len or not bool((k_cols >= pads[k_rows]).all()):
             calls = None
         elif not by_padding:
-            calls = [call(None, batch, pads + (k_len - 1), k_len)]
+            calls = [(None, table, seq_lens, pads.repeat_interleave(q_len) + (k_len - 1), k_len)]
         else:
             calls = []
             for p in pads.unique().tolist():
                 rows = (pads == p).nonzero()[:, 0]
-                calls.append(call(None if len(rows) == batch else rows, len(rows), None, k_len - p))
+                every = len(rows) == batch
+                calls.append((None if every else rows, table if every else table[rows], seq_lens[rows], None,
+                              k_len - p))
     _last_calls[:] = [packing, state, calls]
     return calls
 

@@ -336,3 +336,65 @@ def test_a_static_cache_mask_is_refused_not_read_as_padding():
         grape.hf.causal_attention(q, k, v, seen.expand(2, 1, 3, 8), 0.25)
     with pytest.raises(grape.GrapeError, match=r"^grape: attention: attention_mask: the queries are not the last"):
         grape.hf.causal_attention(q[:, :, :1], k, v, seen[:1].expand(2, 1, 1, 8), 0.25)
+
+
+@pytest.mark.parametrize("q_len", [3, 8])
+def test_a_few_new_tokens_per_row_go_to_the_decode_kernel(q_len, grape_calls):
+    """Up to 8 new tokens per row against the cache (a speculative decoding check): one decode call,
+    each query a sequence of its own, causal among the new tokens, rows left-padded (NaN in the pads);
+    the float64 attention over each query's real keys. 9 new tokens take the fused kernel."""
+    g = torch.Generator().manual_seed(5)
+    batch, heads, kv_heads, dim, k_len = 3, 8, 2, 32, 600
+    q = torch.randn(batch, heads, q_len, dim, generator=g)
+    k, v = (torch.randn(batch, kv_heads, k_len, dim, generator=g) for _ in range(2))
+    first = [0, 50, 300]
+    mask = torch.full((batch, 1, q_len, k_len), torch.finfo(torch.float32).min)
+    expected = torch.zeros(batch, q_len, heads, dim, dtype=torch.float64)
+    for b, f in enumerate(first):
+        k[b, :, :f], v[b, :, :f] = float("nan"), float("nan")
+        for i in range(q_len):
+            last = k_len - q_len + i  # the query's own key
+            mask[b, 0, i, f:last + 1] = 0
+            for h in range(heads):
+                keys, values = k[b, h // 4, f:last + 1].double(), v[b, h // 4, f:last + 1].double()
+                expected[b, i, h] = torch.softmax(0.2 * keys @ q[b, h, i].double(), 0) @ values
+    got = grape.hf.causal_attention(q, k, v, mask, 0.2)
+    assert grape_calls == [0, 1]
+    assert got.shape == (batch, q_len, heads, dim)
+    assert (got.double() - expected).abs().max().item() <= 2e-6
+    q9 = torch.randn(batch, heads, 9, dim, generator=g)
+    mask9 = torch.zeros(batch, 1, 9, k_len).masked_fill(torch.ones(9, k_len, dtype=torch.bool).triu(k_len - 9 + 1),
+                                                        torch.finfo(torch.float32).min)
+    for b, f in enumerate(first):
+        mask9[b, ..., :f] = torch.finfo(torch.float32).min
+    assert not grape.hf.causal_attention(q9, k, v, mask9, 0.2).isnan().any()
+    assert grape_calls == [1, 1]
+
+
+def test_assisted_generation_checks_several_new_tokens_on_the_decode_kernel(monkeypatch):
+    """transformers' assisted generation (an assistant model proposes tokens, the model checks them in
+    one forward through its cache) gives greedy decoding's tokens; the checks run on the decode kernel
+    with more than one query per row."""
+    queries = []
+    kernel = grape.attention_decode
+
+    def counted(q, *args, **kwargs):
+        queries.append(q.shape[0])
+        return kernel(q, *args, **kwargs)
+
+    monkeypatch.setattr(grape, "attention_decode", counted)
+    model = llama().eval()
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1, initializer_range=0.2,
+                                      max_position_embeddings=256)
+    torch.manual_seed(1)
+    assistant = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(1, 128, (1, 12), generator=torch.Generator().manual_seed(1))
+    grape.hf.set_attention(assistant, "eager")
+    grape.hf.set_attention(model, "eager")
+    greedy = model.generate(input_ids=ids, max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
+    grape.hf.set_attention(model, "grape")
+    assisted = model.generate(input_ids=ids, max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0,
+                              assistant_model=assistant)
+    assert torch.equal(assisted, greedy)
+    assert max(queries) > 1
