@@ -369,7 +369,7 @@ def _decode_calls(packing, batch, q_len, k_len, by_padding):
     state = (batch, q_len, k_len, by_padding)
     if _last_calls[0] is packing and _last_calls[1] == state:
         return _last_calls[2]
-    seq_lens = (_torch.arange(k_len - q_len + 1, k_len + 1)).repeat(batch)
+    seq_lens = _torch.arange(k_len - q_len + 1, k_len + 1).repeat(batch)  # each query's keys end at its own
     table = _torch.arange(batch, dtype=_torch.int32).repeat_interleave(q_len)[:, None]
     calls = [(None, table, seq_lens, None, 0)]
     if packing is not None:
