@@ -12,9 +12,9 @@ Each case runs with the first prompt left-padded by T/4 and without padding. Eac
 (implementation, case) once in alternating order; the figure is the median over rounds.
 
 --threads sets torch's thread count, which grape.hf's calls follow, and OMP_NUM_THREADS before torch
-and grape load (a PyPI torch brings an OpenMP runtime of its own, apart from grape's). --general-path also times grape with its decode steps on the general
-path (the fused kernel on the cache copied and packed at every step, as before the decode path), the
-same steps in the same rounds.
+and grape load (a PyPI torch brings an OpenMP runtime of its own, apart from grape's). --general-path
+also times grape with its decode steps on the general path (the fused kernel on the cache copied and
+packed at every step, as before the decode path), the same steps in the same rounds.
 
 Usage: hf_attention.py [--tokens 512,2048] [--new 64] [--rounds 5] [--threads 2] [--general-path]
 """

@@ -278,19 +278,17 @@ class _GrapeMRotate(_torch.autograd.Function):
         grad_q, grad_k = _like(grad_q, x_q), _like(grad_k, x_k)
         want_freqs = ctx.needs_input_grad[2]
         want_phases = phases is not None and ctx.needs_input_grad[3]
-        gf = gp = None
-        if not (want_freqs or want_phases):
-            dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, threads=_threads(),
-                                                       **ctx.meta)
-        elif ctx.from_outputs:
+        want_params = want_freqs or want_phases
+        if want_params and ctx.from_outputs:
             dq, dk, gf, gp = _grape.grape_m_rotate_qk_backward_with_grads(grad_q, grad_k, x_q, x_k, freqs,
                                                                           phases=phases, threads=_threads(),
                                                                           **ctx.meta)
         else:
             dq, dk = _grape.grape_m_rotate_qk_backward(grad_q, grad_k, freqs, phases=phases, threads=_threads(),
                                                        **ctx.meta)
-            gf, gp = _grape.grape_m_param_grads(x_q, x_k, grad_q, grad_k, freqs, phases=phases, threads=_threads(),
-                                            **ctx.meta)
+            if want_params:
+                gf, gp = _grape.grape_m_param_grads(x_q, x_k, grad_q, grad_k, freqs, phases=phases,
+                                                    threads=_threads(), **ctx.meta)
         d_freqs = _torch.from_numpy(gf).to(dtype=freqs.dtype, device=freqs.device) if want_freqs else None
         d_phases = (_torch.from_numpy(_np_contiguous(gp)).to(dtype=phases.dtype, device=phases.device)
                     if want_phases else None)

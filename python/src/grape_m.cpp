@@ -1,6 +1,7 @@
 // GRAPE-M's learnable and contextual rotations on arrays (kernels/cpu/grape_m.hpp): forward,
-// backward and the frequency and phase gradients, apart or (from the forward's outputs) in one pass. Python (grape/_grape_m.py) passes the frequencies
-// as float64 [rows, planes] and the phases as float64 [rows, tokens], and allocates every output.
+// backward and the frequency and phase gradients, apart or (from the forward's outputs) in one
+// pass. Python (grape/_grape_m.py) passes the frequencies as float64 [rows, planes] and the phases
+// as float64 [rows, tokens], and allocates every output.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
